@@ -1,0 +1,48 @@
+# Every install step lives here: `make test` and `make run` work on a fresh machine with only python3.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+# Extra prerequisites of `make test`, added by the fragments in mk/ (the control plane, for one).
+TEST_PREREQS :=
+
+.PHONY: help venv lint typecheck test test-unit run clean
+
+help:
+	@echo "make run        analyze an example bundle on the embedded defaults"
+	@echo "make test       everything: ruff, mypy --strict, the whole pytest suite"
+	@echo "make test-unit  the fast pure-layer tests only"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check operator tests bench
+	$(BIN)/ruff format --check operator tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy operator/bundle_operator
+
+test-unit: $(STAMP)
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+-include mk/*.mk
+
+test: $(STAMP) lint typecheck $(TEST_PREREQS)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+run: $(STAMP)
+	$(BIN)/bundlectl analyze examples/github-triage.yaml \
+	  --setup github_token=ghp_example_only_not_real_000000000000 \
+	  --setup telegram_bot_token=123456:example-only \
+	  --setup org=acme -o table
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

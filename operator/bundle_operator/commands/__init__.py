@@ -1,0 +1,18 @@
+"""The bundlectl commands; each module exposes ``register(subparsers)``.
+
+To add a command, write a module here with a ``register`` function and list it in COMMANDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from bundle_operator.commands import analyze
+
+Register = Callable[["argparse._SubParsersAction[Any]"], None]
+
+COMMANDS: list[Register] = [
+    analyze.register,
+]
