@@ -1,0 +1,20 @@
+"""Which command MCPs can run: the rule shared by the analyzer and the platform's MCP service."""
+
+from __future__ import annotations
+
+ALLOWED_COMMAND_RUNTIMES: frozenset[str] = frozenset(
+    {"npx", "uvx", "uv", "python", "python3", "node", "bunx", "deno"}
+)
+PLUGIN_ROOT_VARIABLE = "${CLAUDE_PLUGIN_ROOT}"
+
+
+def unsupported_runtime_reason(command: str) -> str | None:
+    """Why a command cannot run on the platform, or None when it is one of the allowed runtimes."""
+    if PLUGIN_ROOT_VARIABLE in command:
+        return f"the command refers to {PLUGIN_ROOT_VARIABLE}, which exists only inside a plugin"
+    if "/" in command or "\\" in command or command.startswith("."):
+        return "the command is a local path; only the allowed runtimes can run on the platform"
+    if command not in ALLOWED_COMMAND_RUNTIMES:
+        allowed = ", ".join(sorted(ALLOWED_COMMAND_RUNTIMES))
+        return f"the command '{command}' is not an allowed runtime ({allowed})"
+    return None

@@ -1,0 +1,88 @@
+"""SKILL.md parsing: the YAML front matter that names and describes a skill.
+
+The same parser serves the document analyzer and the reference platform's skill service, so a
+skill the preview accepts is a skill the platform accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+NAME_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+MAX_NAME = 64
+MAX_DESCRIPTION = 1024
+_FENCE = "---"
+
+
+@dataclass(frozen=True)
+class SkillMd:
+    """A parsed SKILL.md: its front matter fields and the Markdown body after it."""
+
+    name: str
+    description: str
+    metadata: dict[str, Any]
+    body: str
+
+
+class SkillMdError(ValueError):
+    """A SKILL.md that cannot be used; ``line`` is 1-based within the SKILL.md text."""
+
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}" if self.line is not None else self.message
+
+
+def parse_skill_md(content: str) -> SkillMd:
+    """Parse SKILL.md text; raises SkillMdError naming the line when the front matter is unusable."""
+    lines = content.splitlines()
+    first = next((i for i, text in enumerate(lines) if text.strip()), None)
+    if first is None or lines[first].rstrip() != _FENCE:
+        raise SkillMdError("SKILL.md must start with YAML front matter between '---' lines", 1)
+    end = next((i for i in range(first + 1, len(lines)) if lines[i].rstrip() == _FENCE), None)
+    if end is None:
+        raise SkillMdError("front matter is not closed by a '---' line", first + 1)
+    offset = first + 1  # 0-based index of the first front-matter line
+    front = "\n".join(lines[offset:end])
+    try:
+        data = yaml.safe_load(front)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = offset + mark.line + 1 if mark is not None else offset + 1
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise SkillMdError(f"front matter is not valid YAML: {problem}", line) from None
+    if not isinstance(data, dict):
+        raise SkillMdError("front matter must be a mapping of fields", offset + 1)
+
+    def line_of(field: str) -> int:
+        pattern = re.compile(rf"^{re.escape(field)}\s*:")
+        for i in range(offset, end):
+            if pattern.match(lines[i]):
+                return i + 1
+        return offset + 1
+
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise SkillMdError("front matter needs a 'name' string", line_of("name"))
+    if len(name) > MAX_NAME or not NAME_PATTERN.match(name):
+        raise SkillMdError(
+            f"'name' must be lowercase letters, digits and single hyphens, at most {MAX_NAME} characters",
+            line_of("name"),
+        )
+    description = data.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise SkillMdError("front matter needs a 'description' string", line_of("description"))
+    if len(description) > MAX_DESCRIPTION:
+        raise SkillMdError(
+            f"'description' is longer than {MAX_DESCRIPTION} characters", line_of("description")
+        )
+    metadata = {str(k): v for k, v in data.items() if k not in ("name", "description")}
+    body = "\n".join(lines[end + 1 :])
+    return SkillMd(name=name, description=description, metadata=metadata, body=body)
