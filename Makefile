@@ -39,10 +39,7 @@ test: $(STAMP) lint typecheck $(TEST_PREREQS)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 run: $(STAMP)
-	$(BIN)/bundlectl analyze examples/github-triage.yaml \
-	  --setup github_token=ghp_example_only_not_real_000000000000 \
-	  --setup telegram_bot_token=123456:example-only \
-	  --setup org=acme -o table
+	$(BIN)/bundlectl analyze examples/github-triage.yaml --setup-file examples/setup/github-triage.yaml -o table
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,343 @@
+"""Gateway rules that need no platform (seed 002): presented names, the bundle's own prompts and
+resources, and their limits.
+
+Names a member's upstream adds later can only be checked by the platform; here every name the
+document itself presents must be unique.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bundle_operator.document.issues import Code, Issue, blocking
+from bundle_operator.document.models import Bundle, Gateway
+from bundle_operator.document.pointer import join_pointer
+
+GATEWAY_ENTITY = "gateway:gateway"
+SEPARATOR = "__"
+OVERRIDE_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
+PROMPT_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+ARGUMENT_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+RESOURCE_SEGMENT = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9_.-]*$")
+PROMPT_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+
+MAX_PROMPTS = 100
+MAX_RESOURCES = 200
+MAX_PROMPT_TEXT = 64 * 1024
+MAX_RESOURCE = 256 * 1024
+MAX_RESOURCES_TOTAL = 4 * 1024 * 1024
+
+
+def presented_tool_name(member: str, tool: str, override_name: str | None) -> str:
+    """The name a client sees for a member tool."""
+    return override_name or f"{member}{SEPARATOR}{tool}"
+
+
+def check_gateway(bundle: Bundle) -> list[Issue]:
+    """Every gateway rule that the document alone decides."""
+    gateway = bundle.gateway
+    if gateway is None:
+        return []
+    issues: list[Issue] = []
+    issues.extend(_members(gateway))
+    issues.extend(_tools(gateway))
+    issues.extend(_member_entries(gateway))
+    resource_names = {r.name for r in gateway.resources}
+    issues.extend(_prompts(gateway, resource_names))
+    issues.extend(_resources(gateway))
+    return issues
+
+
+def _issue(code: Code, message: str, pointer: str) -> Issue:
+    return blocking(code, message, pointer, GATEWAY_ENTITY)
+
+
+def _members(gateway: Gateway) -> list[Issue]:
+    issues: list[Issue] = []
+    seen: set[str] = set()
+    for index, member in enumerate(gateway.members):
+        pointer = join_pointer("/gateway/members", index)
+        if member in seen:
+            issues.append(_issue(Code.GATEWAY_DUPLICATE, f"member '{member}' is listed twice", pointer))
+        seen.add(member)
+        if SEPARATOR in member:
+            issues.append(
+                _issue(
+                    Code.GATEWAY_INVALID_NAME,
+                    f"member '{member}' contains '__', which separates a member from its tool names",
+                    pointer,
+                )
+            )
+    return issues
+
+
+def _not_a_member(gateway: Gateway, member: str, pointer: str) -> list[Issue]:
+    if member in gateway.members:
+        return []
+    return [
+        _issue(
+            Code.UNKNOWN_REFERENCE,
+            f"{pointer} names member '{member}', which is not in gateway.members",
+            pointer,
+        )
+    ]
+
+
+def _tools(gateway: Gateway) -> list[Issue]:
+    issues: list[Issue] = []
+    seen: dict[tuple[str, str], int] = {}
+    # presented name -> (who holds it, its pointer); prefixed names first so an override that
+    # collides with one is the entry reported.
+    holders: dict[str, tuple[str, str]] = {}
+    for index, tool in enumerate(gateway.tools):
+        pointer = join_pointer("/gateway/tools", index)
+        issues.extend(_not_a_member(gateway, tool.member, join_pointer(pointer, "member")))
+        pair = (tool.member, tool.tool)
+        if pair in seen:
+            issues.append(
+                _issue(
+                    Code.GATEWAY_DUPLICATE,
+                    f"tool '{tool.tool}' of member '{tool.member}' is curated twice "
+                    f"(also at /gateway/tools/{seen[pair]})",
+                    pointer,
+                )
+            )
+            continue
+        seen[pair] = index
+        holders.setdefault(
+            f"{tool.member}{SEPARATOR}{tool.tool}", (f"{tool.member}{SEPARATOR}{tool.tool}", pointer)
+        )
+    for index, tool in enumerate(gateway.tools):
+        if tool.override_name is None:
+            continue
+        pointer = join_pointer("/gateway/tools", index, "override_name")
+        name = tool.override_name
+        own = f"{tool.member}{SEPARATOR}{tool.tool}"
+        if not OVERRIDE_NAME.match(name):
+            issues.append(
+                _issue(
+                    Code.GATEWAY_INVALID_NAME,
+                    f"override_name of tool '{own}' must match [a-zA-Z0-9_-]+",
+                    pointer,
+                )
+            )
+            continue
+        if name == own:
+            continue
+        holder = holders.get(name)
+        if holder is not None:
+            issues.append(
+                _issue(
+                    Code.GATEWAY_NAME_CONFLICT,
+                    f"override_name '{name}' of tool '{own}' is already presented by {holder[0]} "
+                    f"({holder[1]})",
+                    pointer,
+                )
+            )
+        else:
+            holders[name] = (f"the override of tool '{own}'", pointer)
+    return issues
+
+
+def _member_entries(gateway: Gateway) -> list[Issue]:
+    issues: list[Issue] = []
+    prompt_seen: set[tuple[str, str]] = set()
+    for index, prompt in enumerate(gateway.member_prompts):
+        pointer = join_pointer("/gateway/member_prompts", index)
+        issues.extend(_not_a_member(gateway, prompt.member, join_pointer(pointer, "member")))
+        if (prompt.member, prompt.name) in prompt_seen:
+            issues.append(
+                _issue(
+                    Code.GATEWAY_DUPLICATE,
+                    f"prompt '{prompt.name}' of member '{prompt.member}' is curated twice",
+                    pointer,
+                )
+            )
+        prompt_seen.add((prompt.member, prompt.name))
+    resource_seen: set[tuple[str, str]] = set()
+    for index, resource in enumerate(gateway.member_resources):
+        pointer = join_pointer("/gateway/member_resources", index)
+        issues.extend(_not_a_member(gateway, resource.member, join_pointer(pointer, "member")))
+        if (resource.member, resource.uri) in resource_seen:
+            issues.append(
+                _issue(
+                    Code.GATEWAY_DUPLICATE,
+                    f"resource '{resource.uri}' of member '{resource.member}' is curated twice",
+                    pointer,
+                )
+            )
+        resource_seen.add((resource.member, resource.uri))
+    return issues
+
+
+def _prompts(gateway: Gateway, resource_names: set[str]) -> list[Issue]:
+    issues: list[Issue] = []
+    if len(gateway.prompts) > MAX_PROMPTS:
+        issues.append(
+            _issue(
+                Code.GATEWAY_LIMIT,
+                f"the gateway has {len(gateway.prompts)} prompts; at most {MAX_PROMPTS} are allowed",
+                "/gateway/prompts",
+            )
+        )
+    seen: set[str] = set()
+    for index, prompt in enumerate(gateway.prompts):
+        pointer = join_pointer("/gateway/prompts", index)
+        if SEPARATOR in prompt.name:
+            issues.append(
+                _issue(
+                    Code.GATEWAY_INVALID_NAME,
+                    f"prompt name '{prompt.name}' must not contain '__', which marks member prompts",
+                    join_pointer(pointer, "name"),
+                )
+            )
+        elif not PROMPT_NAME.match(prompt.name):
+            issues.append(
+                _issue(
+                    Code.GATEWAY_INVALID_NAME,
+                    f"prompt name '{prompt.name}' must start with a letter or digit and hold only "
+                    "letters, digits, '_', '.' and '-'",
+                    join_pointer(pointer, "name"),
+                )
+            )
+        if prompt.name in seen:
+            issues.append(
+                _issue(Code.GATEWAY_DUPLICATE, f"prompt '{prompt.name}' is declared twice", pointer)
+            )
+        seen.add(prompt.name)
+        declared: set[str] = set()
+        for arg_index, argument in enumerate(prompt.arguments):
+            arg_pointer = join_pointer(pointer, "arguments", arg_index, "name")
+            if not ARGUMENT_NAME.match(argument.name):
+                issues.append(
+                    _issue(
+                        Code.GATEWAY_INVALID_NAME,
+                        f"argument '{argument.name}' of prompt '{prompt.name}' must be a letter or '_' "
+                        "followed by letters, digits or '_'",
+                        arg_pointer,
+                    )
+                )
+            if argument.name in declared:
+                issues.append(
+                    _issue(
+                        Code.GATEWAY_DUPLICATE,
+                        f"argument '{argument.name}' of prompt '{prompt.name}' is declared twice",
+                        arg_pointer,
+                    )
+                )
+            declared.add(argument.name)
+        if not prompt.messages:
+            issues.append(
+                _issue(
+                    Code.PROMPT_INVALID_MESSAGE,
+                    f"prompt '{prompt.name}' has no messages",
+                    join_pointer(pointer, "messages"),
+                )
+            )
+        text_bytes = 0
+        for msg_index, message in enumerate(prompt.messages):
+            msg_pointer = join_pointer(pointer, "messages", msg_index)
+            if (message.text is None) == (message.resource is None):
+                issues.append(
+                    _issue(
+                        Code.PROMPT_INVALID_MESSAGE,
+                        f"message {msg_index} of prompt '{prompt.name}' must have exactly one of text "
+                        "or resource",
+                        msg_pointer,
+                    )
+                )
+                continue
+            if message.text is not None:
+                text_bytes += len(message.text.encode("utf-8"))
+                for name in PROMPT_PLACEHOLDER.findall(message.text):
+                    if name not in declared:
+                        issues.append(
+                            _issue(
+                                Code.PROMPT_UNDECLARED_ARGUMENT,
+                                f"message {msg_index} of prompt '{prompt.name}' uses {{{{{name}}}}}, "
+                                "which is not a declared argument",
+                                join_pointer(msg_pointer, "text"),
+                            )
+                        )
+            elif message.resource is not None and message.resource not in resource_names:
+                issues.append(
+                    _issue(
+                        Code.PROMPT_UNKNOWN_RESOURCE,
+                        f"message {msg_index} of prompt '{prompt.name}' embeds resource "
+                        f"'{message.resource}', which the gateway does not declare",
+                        join_pointer(msg_pointer, "resource"),
+                    )
+                )
+        if text_bytes > MAX_PROMPT_TEXT:
+            issues.append(
+                _issue(
+                    Code.GATEWAY_LIMIT,
+                    f"prompt '{prompt.name}' has {text_bytes} bytes of message text; at most "
+                    f"{MAX_PROMPT_TEXT} (64 KiB) are allowed",
+                    join_pointer(pointer, "messages"),
+                )
+            )
+    return issues
+
+
+def resource_name_problem(name: str) -> str | None:
+    """Why a resource name is unusable (folders with '/', no empty, '.' or '..' parts), or None."""
+    if not name:
+        return "it is empty"
+    segments = name.split("/")
+    for segment in segments:
+        if segment in ("", ".", ".."):
+            return "it has an empty, '.' or '..' folder"
+        if not RESOURCE_SEGMENT.match(segment):
+            return "each part must start with a letter, digit or '_' and hold only those, '.' and '-'"
+    return None
+
+
+def _resources(gateway: Gateway) -> list[Issue]:
+    issues: list[Issue] = []
+    if len(gateway.resources) > MAX_RESOURCES:
+        issues.append(
+            _issue(
+                Code.GATEWAY_LIMIT,
+                f"the gateway has {len(gateway.resources)} resources; at most {MAX_RESOURCES} are allowed",
+                "/gateway/resources",
+            )
+        )
+    seen: set[str] = set()
+    total = 0
+    for index, resource in enumerate(gateway.resources):
+        pointer = join_pointer("/gateway/resources", index)
+        problem = resource_name_problem(resource.name)
+        if problem is not None:
+            issues.append(
+                _issue(
+                    Code.GATEWAY_INVALID_NAME,
+                    f"resource name '{resource.name}' is not usable: {problem}",
+                    join_pointer(pointer, "name"),
+                )
+            )
+        if resource.name in seen:
+            issues.append(
+                _issue(Code.GATEWAY_DUPLICATE, f"resource '{resource.name}' is declared twice", pointer)
+            )
+        seen.add(resource.name)
+        size = len(resource.content.encode("utf-8"))
+        total += size
+        if size > MAX_RESOURCE:
+            issues.append(
+                _issue(
+                    Code.GATEWAY_LIMIT,
+                    f"resource '{resource.name}' is {size} bytes; at most {MAX_RESOURCE} (256 KiB) allowed",
+                    join_pointer(pointer, "content"),
+                )
+            )
+    if total > MAX_RESOURCES_TOTAL:
+        issues.append(
+            _issue(
+                Code.GATEWAY_LIMIT,
+                f"the gateway's resources hold {total} bytes together; at most {MAX_RESOURCES_TOTAL} (4 MiB) "
+                "are allowed",
+                "/gateway/resources",
+            )
+        )
+    return issues

@@ -1,0 +1,94 @@
+"""Issues: what analyze reports about a document, each with a stable code scripts can match on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+Severity = Literal["blocking", "warning"]
+
+
+class Code(StrEnum):
+    """Stable issue codes; part of the CLI JSON contract and of the resources' status."""
+
+    INVALID_DOCUMENT = "invalid_document"
+    DOCUMENT_TOO_LARGE = "document_too_large"
+    UNKNOWN_FIELD = "unknown_field"
+    UNSUPPORTED_SCHEMA_VERSION = "unsupported_schema_version"
+    INVALID_NAME = "invalid_name"
+    INVALID_VERSION = "invalid_version"
+    INVALID_KEY = "invalid_key"
+    DUPLICATE_KEY = "duplicate_key"
+    UNKNOWN_REFERENCE = "unknown_reference"
+    UNKNOWN_SETUP_REFERENCE = "unknown_setup_reference"
+    PLACEHOLDER_NOT_SUBSTITUTED = "placeholder_not_substituted"
+    MISSING_SETUP = "missing_setup"
+    INVALID_SETUP_VALUE = "invalid_setup_value"
+    INVALID_SETUP_DEFAULT = "invalid_setup_default"
+    UNKNOWN_SETUP_KEY = "unknown_setup_key"
+    INVALID_SKILL_FRONTMATTER = "invalid_skill_frontmatter"
+    INVALID_SKILL_SOURCE = "invalid_skill_source"
+    CONTEXT_SECRET_LITERAL = "context_secret_literal"
+    CONTEXT_SECRET_NOT_SECRET_FIELD = "context_secret_not_secret_field"
+    CONTEXT_SECRET_NOT_URL_MCP = "context_secret_not_url_mcp"
+    CONTEXT_SECRET_LENGTH = "context_secret_length"
+    CREDENTIAL_LITERAL = "credential_literal"
+    CREDENTIAL_NOT_SECRET_FIELD = "credential_not_secret_field"
+    UNSUPPORTED_RUNTIME = "unsupported_runtime"
+    INVALID_URL = "invalid_url"
+    INVALID_SCHEDULE = "invalid_schedule"
+    INVALID_TIMEZONE = "invalid_timezone"
+    DEPENDENCY_SKIPPED = "dependency_skipped"
+    REQUIREMENT_NOT_CHECKED = "requirement_not_checked"
+    GATEWAY_NAME_CONFLICT = "gateway_name_conflict"
+    GATEWAY_INVALID_NAME = "gateway_invalid_name"
+    GATEWAY_DUPLICATE = "gateway_duplicate"
+    GATEWAY_LIMIT = "gateway_limit"
+    PROMPT_UNDECLARED_ARGUMENT = "prompt_undeclared_argument"
+    PROMPT_UNKNOWN_RESOURCE = "prompt_unknown_resource"
+    PROMPT_INVALID_MESSAGE = "prompt_invalid_message"
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One finding. ``path`` is a JSON Pointer into the document; ``entity`` is ``kind:key``."""
+
+    severity: Severity
+    code: Code
+    message: str
+    path: str | None = None
+    entity: str | None = None
+    line: int | None = None
+
+    @property
+    def blocking(self) -> bool:
+        """Whether this issue stops an install."""
+        return self.severity == "blocking"
+
+    def with_line(self, line: int | None) -> Issue:
+        """The same issue, placed on a line of the source text."""
+        if line is None or self.line is not None:
+            return self
+        return Issue(self.severity, self.code, self.message, self.path, self.entity, line)
+
+    def to_json(self) -> dict[str, object]:
+        """The issue as the CLI JSON contract spells it."""
+        return {
+            "severity": self.severity,
+            "code": str(self.code),
+            "path": self.path,
+            "entity": self.entity,
+            "line": self.line,
+            "message": self.message,
+        }
+
+
+def blocking(code: Code, message: str, path: str | None = None, entity: str | None = None) -> Issue:
+    """A blocking issue."""
+    return Issue("blocking", code, message, path, entity)
+
+
+def warning(code: Code, message: str, path: str | None = None, entity: str | None = None) -> Issue:
+    """A warning: reported, never stops an install."""
+    return Issue("warning", code, message, path, entity)

@@ -1,0 +1,158 @@
+"""Keys and references: the only way entities of a bundle point at each other."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from bundle_operator.document.issues import Code, Issue, blocking
+from bundle_operator.document.models import Bundle
+from bundle_operator.document.pointer import join_pointer
+
+KEY_PATTERN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]*$")
+MAX_KEY_LENGTH = 128
+# The bundle name is the natural key on the platform (gateway bundle, trigger names) and in
+# Kubernetes labels, so it keeps to a label-safe alphabet.
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9._-]{0,61}[a-zA-Z0-9])?$")
+SEMVER_PATTERN = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+
+# Section name -> entity kind, in install (dependency) order.
+ENTITY_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("mcps", "mcp"),
+    ("skills", "skill"),
+    ("agents", "agent"),
+    ("channels", "channel"),
+    ("automations", "automation"),
+    ("policies", "policy"),
+)
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """One keyed entity of the document and where it stands."""
+
+    kind: str
+    key: str
+    pointer: str
+
+    @property
+    def entity(self) -> str:
+        """``kind:key``, the identity used in issues and status."""
+        return f"{self.kind}:{self.key}"
+
+
+def keyed_entities(bundle: Bundle) -> Iterator[Keyed]:
+    """Every keyed entity in document order, section by section."""
+    for section, kind in ENTITY_SECTIONS:
+        items: Sequence[object] = getattr(bundle, section)
+        for index, item in enumerate(items):
+            yield Keyed(kind, str(getattr(item, "key")), join_pointer(f"/{section}", index, "key"))  # noqa: B009
+
+
+def check_identity(bundle: Bundle) -> list[Issue]:
+    """The bundle's name and version."""
+    issues: list[Issue] = []
+    if not NAME_PATTERN.match(bundle.name):
+        issues.append(
+            blocking(
+                Code.INVALID_NAME,
+                "name must be 1 to 63 letters, digits, '.', '_' or '-', starting and ending with a "
+                "letter or digit",
+                "/name",
+            )
+        )
+    if bundle.version is not None and not SEMVER_PATTERN.match(bundle.version):
+        issues.append(
+            blocking(Code.INVALID_VERSION, "version must be a semantic version such as 1.4.0", "/version")
+        )
+    return issues
+
+
+def check_keys(bundle: Bundle) -> list[Issue]:
+    """Key syntax, and uniqueness: setup keys among themselves, entity keys across the bundle."""
+    issues: list[Issue] = []
+    seen_setup: dict[str, int] = {}
+    for index, field in enumerate(bundle.setup):
+        pointer = join_pointer("/setup", index, "key")
+        issues.extend(_key_syntax(field.key, pointer, f"setup:{field.key}", "setup key"))
+        if field.key in seen_setup:
+            issues.append(
+                blocking(
+                    Code.DUPLICATE_KEY,
+                    f"setup key '{field.key}' is already declared at /setup/{seen_setup[field.key]}",
+                    pointer,
+                    f"setup:{field.key}",
+                )
+            )
+        else:
+            seen_setup[field.key] = index
+    owners: dict[str, Keyed] = {}
+    for item in keyed_entities(bundle):
+        issues.extend(_key_syntax(item.key, item.pointer, item.entity, f"{item.kind} key"))
+        holder = owners.get(item.key)
+        if holder is not None:
+            issues.append(
+                blocking(
+                    Code.DUPLICATE_KEY,
+                    f"key '{item.key}' is already used by {holder.kind} '{holder.key}' "
+                    f"({holder.pointer.removesuffix('/key')}); keys are unique within a bundle",
+                    item.pointer,
+                    item.entity,
+                )
+            )
+        else:
+            owners[item.key] = item
+    return issues
+
+
+def _key_syntax(key: str, pointer: str, entity: str, what: str) -> list[Issue]:
+    if KEY_PATTERN.match(key) and len(key) <= MAX_KEY_LENGTH:
+        return []
+    return [
+        blocking(
+            Code.INVALID_KEY,
+            f"{what} '{key[:MAX_KEY_LENGTH]}' must start with a letter and hold only letters, digits "
+            f"and '_' (at most {MAX_KEY_LENGTH} characters)",
+            pointer,
+            entity,
+        )
+    ]
+
+
+def check_references(bundle: Bundle) -> list[Issue]:
+    """Every key an entity names must exist in the section it points into."""
+    mcps = {m.key for m in bundle.mcps}
+    skills = {s.key for s in bundle.skills}
+    agents = {a.key for a in bundle.agents}
+    issues: list[Issue] = []
+
+    def need(key: str, pool: set[str], kind: str, pointer: str, entity: str | None) -> None:
+        if key not in pool:
+            issues.append(
+                blocking(
+                    Code.UNKNOWN_REFERENCE,
+                    f"{pointer} names {kind} '{key}', which the bundle does not declare",
+                    pointer,
+                    entity,
+                )
+            )
+
+    for index, agent in enumerate(bundle.agents):
+        entity = f"agent:{agent.key}"
+        for ref_index, ref in enumerate(agent.mcps):
+            need(ref, mcps, "mcp", join_pointer("/agents", index, "mcps", ref_index), entity)
+        for ref_index, ref in enumerate(agent.skills):
+            need(ref, skills, "skill", join_pointer("/agents", index, "skills", ref_index), entity)
+    for section, kind in (("channels", "channel"), ("automations", "automation"), ("policies", "policy")):
+        for index, item in enumerate(getattr(bundle, section)):
+            pointer = join_pointer(f"/{section}", index, "agent")
+            need(item.agent, agents, "agent", pointer, f"{kind}:{item.key}")
+    if bundle.gateway is not None:
+        for index, member in enumerate(bundle.gateway.members):
+            need(member, mcps, "mcp", join_pointer("/gateway/members", index), "gateway:gateway")
+    return issues

@@ -1,0 +1,64 @@
+"""``${setup.<key>}`` placeholders: where they may stand, finding them, and substituting values."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from bundle_operator.document.models import Bundle, UrlMcp
+from bundle_operator.document.pointer import join_pointer
+
+# Anything that looks like an attempt at a setup placeholder, so a typo is reported, not ignored.
+PLACEHOLDER = re.compile(r"\$\{\s*setup\.([^}]*)\}")
+_WHOLE = re.compile(r"^\$\{setup\.([a-zA-Z][a-zA-Z0-9_]*)\}$")
+
+
+@dataclass(frozen=True)
+class Site:
+    """A string in the document where setup placeholders are substituted at install time."""
+
+    pointer: str
+    text: str
+    entity: str
+
+
+def references(text: str) -> list[str]:
+    """The setup keys a string refers to, in order (malformed ones included as written)."""
+    return [match.group(1) for match in PLACEHOLDER.finditer(text)]
+
+
+def whole_reference(text: str) -> str | None:
+    """The key when the string is exactly one ``${setup.<key>}`` and nothing else."""
+    match = _WHOLE.match(text.strip())
+    return match.group(1) if match else None
+
+
+def substitute(text: str, lookup: Callable[[str], str]) -> str:
+    """Replace every placeholder with ``lookup(key)``; inserted values are never expanded again."""
+    return PLACEHOLDER.sub(lambda match: lookup(match.group(1).strip()), text)
+
+
+def sites(bundle: Bundle) -> Iterator[Site]:
+    """Every string where placeholders may stand: MCP env, headers, args, endpoint_url,
+    context_secret, and channel bot tokens."""
+    for index, mcp in enumerate(bundle.mcps):
+        base = join_pointer("/mcps", index)
+        entity = f"mcp:{mcp.key}"
+        if isinstance(mcp, UrlMcp):
+            yield Site(join_pointer(base, "endpoint_url"), mcp.endpoint_url, entity)
+            yield from _mapping_sites(join_pointer(base, "headers"), mcp.headers, entity)
+        else:
+            for arg_index, arg in enumerate(mcp.args):
+                yield Site(join_pointer(base, "args", arg_index), arg, entity)
+            yield from _mapping_sites(join_pointer(base, "env"), mcp.env, entity)
+        if mcp.context_secret is not None:
+            yield Site(join_pointer(base, "context_secret"), mcp.context_secret, entity)
+    for index, channel in enumerate(bundle.channels):
+        pointer = join_pointer("/channels", index, "bot_token")
+        yield Site(pointer, channel.bot_token, f"channel:{channel.key}")
+
+
+def _mapping_sites(base: str, values: Mapping[str, str], entity: str) -> Iterator[Site]:
+    for name, value in values.items():
+        yield Site(join_pointer(base, name), value, entity)

@@ -1,0 +1,107 @@
+"""Cron automations: five-field schedules and IANA time zones."""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from functools import cache
+
+from bundle_operator.document.issues import Code, Issue, blocking
+from bundle_operator.document.models import Bundle
+from bundle_operator.document.pointer import join_pointer
+
+_MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+_DAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+# (field name, lowest, highest, names for values starting at `lowest`)
+_FIELDS: tuple[tuple[str, int, int, list[str]], ...] = (
+    ("minute", 0, 59, []),
+    ("hour", 0, 23, []),
+    ("day of month", 1, 31, []),
+    ("month", 1, 12, _MONTHS),
+    ("day of week", 0, 7, _DAYS),
+)
+_ITEM = re.compile(r"^(?P<range>\*|[0-9a-zA-Z]+(?:-[0-9a-zA-Z]+)?)(?:/(?P<step>[0-9]+))?$")
+
+
+def cron_problem(expression: str) -> str | None:
+    """Why a five-field cron expression is invalid, or None."""
+    fields = expression.split()
+    if len(fields) != 5:
+        return f"a schedule has five fields (minute hour day-of-month month day-of-week), not {len(fields)}"
+    for text, (name, low, high, names) in zip(fields, _FIELDS, strict=True):
+        for item in text.split(","):
+            problem = _item_problem(item, low, high, names)
+            if problem is not None:
+                return f"the {name} field: {problem}"
+    return None
+
+
+def _item_problem(item: str, low: int, high: int, names: list[str]) -> str | None:
+    match = _ITEM.match(item)
+    if match is None:
+        return f"'{item}' is not a value, range, list or step"
+    step = match.group("step")
+    if step is not None and int(step) == 0:
+        return "a step must be at least 1"
+    part = match.group("range")
+    if part == "*":
+        return None
+    bounds = part.split("-")
+    numbers: list[int] = []
+    for bound in bounds:
+        value = _value(bound, low, names)
+        if value is None or not low <= value <= high:
+            return f"'{bound}' is outside {low}-{high}"
+        numbers.append(value)
+    if len(numbers) == 2 and numbers[0] > numbers[1]:
+        return f"the range '{part}' runs backwards"
+    return None
+
+
+def _value(text: str, low: int, names: list[str]) -> int | None:
+    if text.isdigit():
+        return int(text)
+    lowered = text.lower()
+    if lowered in names:
+        return names.index(lowered) + low
+    return None
+
+
+@cache
+def timezone_exists(name: str) -> bool:
+    """Whether the IANA time zone database knows the name."""
+    if not name or name.startswith("/") or ".." in name:
+        return False
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return False
+    return True
+
+
+def check_automations(bundle: Bundle) -> list[Issue]:
+    """Every automation's schedule and time zone."""
+    issues: list[Issue] = []
+    for index, automation in enumerate(bundle.automations):
+        entity = f"automation:{automation.key}"
+        problem = cron_problem(automation.schedule)
+        if problem is not None:
+            issues.append(
+                blocking(
+                    Code.INVALID_SCHEDULE,
+                    f"schedule of automation '{automation.key}' is not valid cron: {problem}",
+                    join_pointer("/automations", index, "schedule"),
+                    entity,
+                )
+            )
+        if not timezone_exists(automation.timezone):
+            issues.append(
+                blocking(
+                    Code.INVALID_TIMEZONE,
+                    f"timezone of automation '{automation.key}' is not an IANA time zone such as "
+                    "Europe/Berlin or UTC",
+                    join_pointer("/automations", index, "timezone"),
+                    entity,
+                )
+            )
+    return issues

@@ -1,0 +1,234 @@
+"""Loading document text (canonical YAML or JSON) into plain data, remembering where each value stood.
+
+Only JSON-compatible data comes out: strings, integers, finite floats, booleans, null, lists and
+string-keyed mappings. Everything YAML can express beyond that (timestamps, binary, custom tags,
+duplicate keys, non-string keys, alias bombs, unbounded nesting) is refused with the line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from bundle_operator.document.pointer import join_pointer
+
+MAX_SOURCE_BYTES = 5 * 1024 * 1024
+MAX_DEPTH = 64
+# Aliases may repeat a subtree; the expanded document must stay within a sane multiple of the
+# source, or a few lines of anchors could make us build gigabytes (the "billion laughs").
+MAX_EXPANDED_NODES = 2_000_000
+
+_Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_STR_TAG = "tag:yaml.org,2002:str"
+_PLAIN_TAGS = {
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+}
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
+class SourceError(ValueError):
+    """The text is not a usable YAML or JSON document; ``line`` is 1-based when known."""
+
+    def __init__(
+        self, message: str, line: int | None = None, path: str | None = None, *, too_large: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.path = path
+        self.too_large = too_large
+
+
+@dataclass(frozen=True)
+class ScalarPosition:
+    """Where a scalar's text starts and how it was written (YAML style: '|', '>', '"', "'" or '')."""
+
+    line: int
+    style: str
+
+
+@dataclass
+class SourceMap:
+    """JSON Pointer -> 1-based line of the value (or of its key, for mapping entries)."""
+
+    lines: dict[str, int] = field(default_factory=dict)
+    scalars: dict[str, ScalarPosition] = field(default_factory=dict)
+
+    def line_of(self, pointer: str | None) -> int | None:
+        """The line of the pointer or of its nearest ancestor that has one."""
+        if pointer is None:
+            return None
+        current = pointer
+        while True:
+            if current in self.lines:
+                return self.lines[current]
+            if not current:
+                return None
+            current = current.rsplit("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class LoadedSource:
+    """The document as plain data and where its values stood."""
+
+    data: Any
+    source_map: SourceMap
+    format: str
+
+
+def load_source(text: str | bytes) -> LoadedSource:
+    """Load YAML or JSON text; raises SourceError naming the line for anything unusable."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_SOURCE_BYTES:
+            raise SourceError(_too_large(len(text)), too_large=True)
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise SourceError(f"the document is not UTF-8 text (byte {exc.start})") from None
+    elif len(text) > MAX_SOURCE_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
+        raise SourceError(_too_large(len(text.encode("utf-8", "surrogatepass"))), too_large=True)
+    if not text.strip():
+        raise SourceError("the document is empty", 1)
+    if text.lstrip()[:1] in "{[":
+        return _load_json(text)
+    return _load_yaml(text)
+
+
+def _too_large(size: int) -> str:
+    return f"the document is {size} bytes; at most {MAX_SOURCE_BYTES} bytes (5 MiB) are accepted"
+
+
+def _load_json(text: str) -> LoadedSource:
+    def no_constants(name: str) -> Any:
+        raise SourceError(f"{name} is not a JSON number")
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise SourceError(f"the key '{key}' appears twice in one object")
+            out[key] = value
+        return out
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs, parse_constant=no_constants)
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"invalid JSON: {exc.msg}", exc.lineno) from None
+    except ValueError as exc:  # integers beyond Python's digit limit
+        raise SourceError(f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise SourceError(f"the document is nested more than {MAX_DEPTH} levels deep") from None
+    _check_json_depth(data)
+    # JSON is (nearly) YAML, so the YAML composer can tell us lines; when it disagrees with
+    # JSON (tabs, exotic escapes) we simply report no lines.
+    source_map = SourceMap()
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+        if node is not None:
+            _Builder(source_map).build(node, "", 0)
+    except (yaml.YAMLError, SourceError, RecursionError):
+        source_map = SourceMap()
+    return LoadedSource(data=data, source_map=source_map, format="json")
+
+
+def _check_json_depth(data: Any) -> None:
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise SourceError(f"the document is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
+def _load_yaml(text: str) -> LoadedSource:
+    try:
+        nodes = list(yaml.compose_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise SourceError(f"invalid YAML: {problem}", line) from None
+    except yaml.YAMLError as exc:
+        raise SourceError(f"invalid YAML: {exc}") from None
+    except RecursionError:
+        raise SourceError(f"the document is nested more than {MAX_DEPTH} levels deep") from None
+    if len(nodes) > 1:
+        line = nodes[1].start_mark.line + 1
+        raise SourceError("the text holds more than one YAML document; a bundle is one document", line)
+    if not nodes or nodes[0] is None:
+        raise SourceError("the document is empty", 1)
+    source_map = SourceMap()
+    data = _Builder(source_map).build(nodes[0], "", 0)
+    return LoadedSource(data=data, source_map=source_map, format="yaml")
+
+
+class _Builder:
+    """Turns a composed YAML node tree into JSON-compatible data and fills the source map."""
+
+    def __init__(self, source_map: SourceMap) -> None:
+        self.source_map = source_map
+        self.constructor = yaml.SafeLoader("")  # only its scalar constructors are used
+        self.expanded = 0
+
+    def build(self, node: yaml.Node, pointer: str, depth: int) -> Any:
+        self.expanded += 1
+        line = node.start_mark.line + 1
+        if self.expanded > MAX_EXPANDED_NODES:
+            raise SourceError("aliases expand the document beyond what it may hold", line)
+        if depth > MAX_DEPTH:
+            raise SourceError(f"the document is nested more than {MAX_DEPTH} levels deep", line)
+        self.source_map.lines.setdefault(pointer, line)
+        if isinstance(node, yaml.ScalarNode):
+            self.source_map.scalars.setdefault(pointer, ScalarPosition(line, node.style or ""))
+            return self._scalar(node, pointer, line)
+        if isinstance(node, yaml.SequenceNode):
+            if node.tag != _SEQ_TAG:
+                raise SourceError(f"the tag {node.tag} is not allowed", line, pointer)
+            return [
+                self.build(item, join_pointer(pointer, index), depth + 1)
+                for index, item in enumerate(node.value)
+            ]
+        if isinstance(node, yaml.MappingNode):
+            if node.tag != _MAP_TAG:
+                raise SourceError(f"the tag {node.tag} is not allowed", line, pointer)
+            out: dict[str, Any] = {}
+            for key_node, value_node in node.value:
+                key_line = key_node.start_mark.line + 1
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR_TAG:
+                    raise SourceError("mapping keys must be plain strings", key_line, pointer)
+                key = key_node.value
+                if key in out:
+                    raise SourceError(f"the key '{key}' appears twice in one mapping", key_line, pointer)
+                child = join_pointer(pointer, key)
+                self.source_map.lines.setdefault(child, key_line)
+                out[key] = self.build(value_node, child, depth + 1)
+            return out
+        raise SourceError("unsupported YAML node", line, pointer)  # pragma: no cover - no other kinds
+
+    def _scalar(self, node: yaml.ScalarNode, pointer: str, line: int) -> Any:
+        if node.tag == _STR_TAG:
+            return node.value
+        if node.tag == _TIMESTAMP_TAG:
+            # A date-looking value stays the text the author wrote; dates are not a JSON type.
+            return node.value
+        if node.tag not in _PLAIN_TAGS:
+            raise SourceError(f"the tag {node.tag} is not allowed", line, pointer)
+        try:
+            value = self.constructor.construct_object(node)
+        except (ValueError, yaml.YAMLError):
+            raise SourceError("this number cannot be read", line, pointer) from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SourceError("numbers must be finite (no .nan or .inf)", line, pointer)
+        return value
