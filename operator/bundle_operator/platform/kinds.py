@@ -1,0 +1,102 @@
+"""The entity kinds of the platform API: where each lives and which models describe it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from bundle_operator.platform.models import (
+    Agent,
+    AgentCreate,
+    AgentUpdate,
+    ApiModel,
+    Channel,
+    ChannelCreate,
+    ChannelUpdate,
+    Endpoint,
+    EndpointCreate,
+    EndpointUpdate,
+    Entity,
+    GatewayBundle,
+    GatewayBundleCreate,
+    GatewayBundleUpdate,
+    McpInstance,
+    McpInstanceCreate,
+    McpInstanceUpdate,
+    McpServer,
+    McpServerCreate,
+    McpServerUpdate,
+    Policy,
+    PolicyCreate,
+    PolicyUpdate,
+    Secret,
+    SecretCreate,
+    SecretUpdate,
+    Skill,
+    SkillCreate,
+    SkillUpdate,
+    Trigger,
+    TriggerCreate,
+    TriggerUpdate,
+)
+
+E = TypeVar("E", bound=Entity)
+C = TypeVar("C", bound=ApiModel)
+U = TypeVar("U", bound=ApiModel)
+
+
+@dataclass(frozen=True)
+class Kind(Generic[E, C, U]):
+    """One kind of entity: its collection path, id prefix, models and the list filters it takes."""
+
+    path: str
+    prefix: str
+    entity: type[E]
+    create: type[C]
+    update: type[U]
+    filters: tuple[str, ...]
+
+
+MCP_SERVERS: Kind[McpServer, McpServerCreate, McpServerUpdate] = Kind(
+    "mcp-servers", "mcs", McpServer, McpServerCreate, McpServerUpdate, ("name", "type")
+)
+MCP_INSTANCES: Kind[McpInstance, McpInstanceCreate, McpInstanceUpdate] = Kind(
+    "mcp-instances", "mci", McpInstance, McpInstanceCreate, McpInstanceUpdate, ("name", "server_id")
+)
+SKILLS: Kind[Skill, SkillCreate, SkillUpdate] = Kind(
+    "skills", "skl", Skill, SkillCreate, SkillUpdate, ("name", "source_type")
+)
+AGENTS: Kind[Agent, AgentCreate, AgentUpdate] = Kind(
+    "agents", "agt", Agent, AgentCreate, AgentUpdate, ("name", "archived")
+)
+CHANNELS: Kind[Channel, ChannelCreate, ChannelUpdate] = Kind(
+    "channels", "chn", Channel, ChannelCreate, ChannelUpdate, ("name", "agent_id")
+)
+TRIGGERS: Kind[Trigger, TriggerCreate, TriggerUpdate] = Kind(
+    "triggers", "trg", Trigger, TriggerCreate, TriggerUpdate, ("name", "agent_id")
+)
+POLICIES: Kind[Policy, PolicyCreate, PolicyUpdate] = Kind(
+    "policies", "pol", Policy, PolicyCreate, PolicyUpdate, ("type", "agent_id")
+)
+SECRETS: Kind[Secret, SecretCreate, SecretUpdate] = Kind(
+    "secrets", "sec", Secret, SecretCreate, SecretUpdate, ("name",)
+)
+GATEWAY_BUNDLES: Kind[GatewayBundle, GatewayBundleCreate, GatewayBundleUpdate] = Kind(
+    "gateway-bundles", "gwb", GatewayBundle, GatewayBundleCreate, GatewayBundleUpdate, ("name",)
+)
+ENDPOINTS: Kind[Endpoint, EndpointCreate, EndpointUpdate] = Kind(
+    "endpoints", "ept", Endpoint, EndpointCreate, EndpointUpdate, ("name", "gateway_bundle_id")
+)
+
+ALL_KINDS: tuple[Kind[Any, Any, Any], ...] = (
+    MCP_SERVERS,
+    MCP_INSTANCES,
+    SKILLS,
+    AGENTS,
+    CHANNELS,
+    TRIGGERS,
+    POLICIES,
+    SECRETS,
+    GATEWAY_BUNDLES,
+    ENDPOINTS,
+)

@@ -1,0 +1,700 @@
+"""Typed payloads of the platform API v1, shared by the client and the reference platform.
+
+One set of pydantic models describes every request and response body: the client builds
+requests from them, the reference platform validates requests with them, and the OpenAPI
+document is generated from them, so the three cannot drift apart. ``extra="forbid"`` throughout:
+an unknown field is refused with its path, and a response never carries an undeclared field.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+# Names that appear inside identifiers a client sees (member names, prompt names, tool names).
+SLUG_PATTERN = r"^[a-zA-Z0-9_-]+$"
+# Gateway bundle and endpoint names end up in URLs.
+URL_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$"
+ID_PATTERN = r"^[a-z]{3}_[0-9a-z]{1,40}$"
+RESOURCE_NAME_PATTERN = r"^[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$"
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Text = Annotated[str, Field(max_length=20_000)]
+EntityId = Annotated[str, Field(pattern=ID_PATTERN)]
+Slug = Annotated[str, Field(min_length=1, max_length=128, pattern=SLUG_PATTERN)]
+UrlName = Annotated[str, Field(pattern=URL_NAME_PATTERN)]
+Url = Annotated[str, Field(min_length=1, max_length=2048)]
+
+
+class ApiModel(BaseModel):
+    """Base of every API body: unknown fields are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SecretRef(ApiModel):
+    """A value held in the workspace's secret store, referred to by the secret's id."""
+
+    secret_id: EntityId
+
+
+# A configuration value: written as plain text, or a reference to a stored secret.
+Value = Annotated[str, Field(max_length=8192)] | SecretRef
+
+
+class Entity(ApiModel):
+    """Fields every stored entity carries; ``revision`` is also sent as the ETag."""
+
+    id: EntityId
+    revision: int = Field(ge=1)
+    created_at: datetime
+    updated_at: datetime
+
+
+# --- MCP server specs -------------------------------------------------------------------------
+
+ServerType = Literal["command", "docker", "url"]
+FieldType = Literal["string", "secret", "url", "number", "boolean"]
+
+
+class SchemaFieldIn(ApiModel):
+    """An env or header entry as declared; ``type`` decides ``secret`` when given."""
+
+    name: Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
+    type: FieldType | None = None
+    secret: bool | None = None
+    required: bool = True
+    description: Annotated[str, Field(max_length=2000)] = ""
+
+
+class SchemaField(ApiModel):
+    """An env or header entry as stored, with ``secret`` settled by the MCP service."""
+
+    name: str
+    type: FieldType | None
+    secret: bool
+    required: bool
+    description: str
+
+
+class CatalogTool(ApiModel):
+    """A tool an MCP server offers (on the reference platform, declared instead of discovered)."""
+
+    name: Slug
+    title: Annotated[str, Field(max_length=500)] | None = None
+    description: Annotated[str, Field(max_length=8000)] = ""
+    annotations: dict[str, Any] = Field(default_factory=dict)
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+
+class CatalogPromptArgument(ApiModel):
+    """An argument of a member's prompt."""
+
+    name: Slug
+    description: Annotated[str, Field(max_length=2000)] = ""
+    required: bool = False
+
+
+class CatalogPrompt(ApiModel):
+    """A prompt an MCP server offers."""
+
+    name: Slug
+    title: Annotated[str, Field(max_length=500)] | None = None
+    description: Annotated[str, Field(max_length=8000)] = ""
+    arguments: Annotated[list[CatalogPromptArgument], Field(max_length=50)] = Field(default_factory=list)
+
+
+class CatalogResource(ApiModel):
+    """A resource an MCP server offers, keyed by its URI."""
+
+    uri: Url
+    name: Annotated[str, Field(max_length=500)] = ""
+    title: Annotated[str, Field(max_length=500)] | None = None
+    description: Annotated[str, Field(max_length=8000)] = ""
+    mime_type: Annotated[str, Field(max_length=200)] | None = None
+
+
+class Catalog(ApiModel):
+    """What a server offers; stands in for discovery on the reference platform."""
+
+    tools: Annotated[list[CatalogTool], Field(max_length=500)] = Field(default_factory=list)
+    prompts: Annotated[list[CatalogPrompt], Field(max_length=500)] = Field(default_factory=list)
+    resources: Annotated[list[CatalogResource], Field(max_length=500)] = Field(default_factory=list)
+
+
+class McpServerCreate(ApiModel):
+    """A new MCP server spec: how to run or reach the server and which inputs it takes."""
+
+    name: Name
+    type: ServerType
+    command: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    args: Annotated[list[Annotated[str, Field(max_length=8192)]], Field(max_length=200)] = Field(
+        default_factory=list
+    )
+    image: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    env_schema: Annotated[list[SchemaFieldIn], Field(max_length=200)] = Field(default_factory=list)
+    endpoint_url: Url | None = None
+    headers_schema: Annotated[list[SchemaFieldIn], Field(max_length=200)] = Field(default_factory=list)
+    catalog: Catalog = Field(default_factory=Catalog)
+
+
+class McpServerUpdate(ApiModel):
+    """Changes to an MCP server spec; ``type`` cannot change."""
+
+    name: Name | None = None
+    command: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    args: Annotated[list[Annotated[str, Field(max_length=8192)]], Field(max_length=200)] | None = None
+    image: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    env_schema: Annotated[list[SchemaFieldIn], Field(max_length=200)] | None = None
+    endpoint_url: Url | None = None
+    headers_schema: Annotated[list[SchemaFieldIn], Field(max_length=200)] | None = None
+    catalog: Catalog | None = None
+
+
+class McpServer(Entity):
+    """A stored MCP server spec."""
+
+    name: str
+    type: ServerType
+    command: str | None
+    args: list[str]
+    image: str | None
+    env_schema: list[SchemaField]
+    endpoint_url: str | None
+    headers_schema: list[SchemaField]
+    catalog: Catalog
+
+
+# --- MCP instances ----------------------------------------------------------------------------
+
+
+class McpInstanceCreate(ApiModel):
+    """A configured instance of a server spec; secret inputs must be secret references."""
+
+    server_id: EntityId
+    name: Name
+    env: dict[str, Value] = Field(default_factory=dict)
+    headers: dict[str, Value] = Field(default_factory=dict)
+    args: Annotated[list[Value], Field(max_length=200)] | None = None
+    endpoint_url: Value | None = None
+    context_secret: SecretStr | None = Field(default=None, min_length=32, max_length=512)
+    context_secret_id: EntityId | None = None
+
+
+class McpInstanceUpdate(ApiModel):
+    """Changes to an instance; null on ``context_secret_id`` turns context signing off."""
+
+    name: Name | None = None
+    env: dict[str, Value] | None = None
+    headers: dict[str, Value] | None = None
+    args: Annotated[list[Value], Field(max_length=200)] | None = None
+    endpoint_url: Value | None = None
+    context_secret: SecretStr | None = Field(default=None, min_length=32, max_length=512)
+    context_secret_id: EntityId | None = None
+
+
+class McpInstance(Entity):
+    """A stored MCP instance; secret values appear only as references."""
+
+    server_id: str
+    name: str
+    env: dict[str, Value]
+    headers: dict[str, Value]
+    args: list[Value] | None
+    endpoint_url: Value | None
+    context_secret_id: str | None
+    context_signing: bool
+
+
+# --- Skills -----------------------------------------------------------------------------------
+
+
+class SkillCreate(ApiModel):
+    """A skill from inline SKILL.md ``content`` or a GitHub ``source_url``; the name comes from SKILL.md."""
+
+    source_type: Literal["inline", "github"]
+    content: Annotated[str, Field(max_length=262_144)] | None = None
+    source_url: Url | None = None
+
+
+class SkillUpdate(ApiModel):
+    """New SKILL.md content (inline) or a new source URL (github)."""
+
+    content: Annotated[str, Field(max_length=262_144)] | None = None
+    source_url: Url | None = None
+
+
+class Skill(Entity):
+    """A stored skill with the fields its SKILL.md front matter declares."""
+
+    name: str
+    description: str
+    source_type: Literal["inline", "github"]
+    content: str
+    source_url: str | None
+    metadata: dict[str, Any]
+
+
+# --- Agents, channels, triggers, policies -----------------------------------------------------
+
+
+class AgentCreate(ApiModel):
+    """A new agent wired to MCP instances and skills by id."""
+
+    name: Name
+    description: Text = ""
+    instructions: Annotated[str, Field(max_length=100_000)] = ""
+    model: Annotated[str, Field(min_length=1, max_length=200)]
+    mcp_instance_ids: Annotated[list[EntityId], Field(max_length=100)] = Field(default_factory=list)
+    skill_ids: Annotated[list[EntityId], Field(max_length=100)] = Field(default_factory=list)
+
+
+class AgentUpdate(ApiModel):
+    """Changes to an agent; ``archived: true`` archives it."""
+
+    name: Name | None = None
+    description: Text | None = None
+    instructions: Annotated[str, Field(max_length=100_000)] | None = None
+    model: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    mcp_instance_ids: Annotated[list[EntityId], Field(max_length=100)] | None = None
+    skill_ids: Annotated[list[EntityId], Field(max_length=100)] | None = None
+    archived: bool | None = None
+
+
+class Agent(Entity):
+    """A stored agent."""
+
+    name: str
+    description: str
+    instructions: str
+    model: str
+    mcp_instance_ids: list[str]
+    skill_ids: list[str]
+    archived: bool
+
+
+class ChannelCreate(ApiModel):
+    """A Telegram channel; give the bot token as a value (stored as a secret) or a secret id."""
+
+    type: Literal["telegram"]
+    name: Annotated[str, Field(max_length=200)] = ""
+    agent_id: EntityId
+    bot_token: SecretStr | None = Field(default=None, min_length=1, max_length=512)
+    bot_token_secret_id: EntityId | None = None
+    enabled: bool = False
+
+
+class ChannelUpdate(ApiModel):
+    """Changes to a channel."""
+
+    name: Annotated[str, Field(max_length=200)] | None = None
+    agent_id: EntityId | None = None
+    bot_token: SecretStr | None = Field(default=None, min_length=1, max_length=512)
+    bot_token_secret_id: EntityId | None = None
+    enabled: bool | None = None
+
+
+class Channel(Entity):
+    """A stored channel; its bot token lives in the secret store."""
+
+    type: Literal["telegram"]
+    name: str
+    agent_id: str
+    bot_token_secret_id: str
+    enabled: bool
+
+
+Schedule = Annotated[str, Field(min_length=1, max_length=200)]
+Timezone = Annotated[str, Field(min_length=1, max_length=100)]
+
+
+class TriggerCreate(ApiModel):
+    """A cron trigger; creating one schedules it at once, so it has no ``enabled`` field."""
+
+    name: Name
+    type: Literal["cron"]
+    agent_id: EntityId
+    schedule: Schedule
+    timezone: Timezone = "UTC"
+    message: Annotated[str, Field(max_length=20_000)] = ""
+
+
+class TriggerUpdate(ApiModel):
+    """Changes to a trigger; ``enabled: false`` stops it."""
+
+    name: Name | None = None
+    agent_id: EntityId | None = None
+    schedule: Schedule | None = None
+    timezone: Timezone | None = None
+    message: Annotated[str, Field(max_length=20_000)] | None = None
+    enabled: bool | None = None
+
+
+class Trigger(Entity):
+    """A stored trigger; ``next_run_at`` is set while it is enabled."""
+
+    name: str
+    type: Literal["cron"]
+    agent_id: str
+    schedule: str
+    timezone: str
+    message: str
+    enabled: bool
+    next_run_at: datetime | None
+
+
+PolicyType = Literal["answer_check", "spend_cap", "tool_approval"]
+
+
+class PolicyCreate(ApiModel):
+    """A policy bound to an agent; ``config`` is free-form for its type."""
+
+    type: PolicyType
+    agent_id: EntityId
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class PolicyUpdate(ApiModel):
+    """Changes to a policy; its type cannot change."""
+
+    agent_id: EntityId | None = None
+    config: dict[str, Any] | None = None
+
+
+class Policy(Entity):
+    """A stored policy."""
+
+    type: PolicyType
+    agent_id: str
+    config: dict[str, Any]
+
+
+# --- Secrets ----------------------------------------------------------------------------------
+
+
+class SecretCreate(ApiModel):
+    """A value for the secret store; the value is write-only."""
+
+    name: Name
+    value: SecretStr = Field(min_length=1, max_length=65_536)
+
+
+class SecretUpdate(ApiModel):
+    """A new name or value for a stored secret."""
+
+    name: Name | None = None
+    value: SecretStr | None = Field(default=None, min_length=1, max_length=65_536)
+
+
+class Secret(Entity):
+    """A stored secret: its value is never returned."""
+
+    name: str
+
+
+# --- Gateway bundles --------------------------------------------------------------------------
+
+
+class GatewayBundleCreate(ApiModel):
+    """A gateway bundle: one virtual MCP server composed of members."""
+
+    name: UrlName
+    description: Annotated[str, Field(max_length=4000)] = ""
+    overview: Text = ""
+
+
+class GatewayBundleUpdate(ApiModel):
+    """Changes to a bundle's texts; the name changes only through rename."""
+
+    description: Annotated[str, Field(max_length=4000)] | None = None
+    overview: Text | None = None
+
+
+class GatewayBundle(Entity):
+    """A stored gateway bundle."""
+
+    name: str
+    description: str
+    overview: str
+
+
+class GatewayRename(ApiModel):
+    """Rename a bundle; refused unless ``force`` acknowledges that documents naming it go stale."""
+
+    name: UrlName
+    force: bool = False
+
+
+class GatewayMemberPut(ApiModel):
+    """Add or change a member: which MCP instance serves under the member's name."""
+
+    mcp_instance_id: EntityId
+    enabled: bool = True
+
+
+class GatewayMember(ApiModel):
+    """A member in the bundle's order; ``url`` is the upstream URL when the server is remote."""
+
+    name: str
+    mcp_instance_id: str
+    enabled: bool
+    position: int
+    url: str | None
+    healthy: bool
+    message: str
+
+
+class GatewayMemberOrder(ApiModel):
+    """The whole member order: every member exactly once."""
+
+    members: Annotated[list[Slug], Field(max_length=200)]
+
+
+class GatewayToolCuration(ApiModel):
+    """A tool's whole curation in one bundle; a field left out is cleared."""
+
+    enabled: bool = True
+    override_name: Slug | None = None
+    override_title: Annotated[str, Field(max_length=500)] | None = None
+    override_description: Annotated[str, Field(max_length=8000)] | None = None
+    override_annotations: dict[str, Any] | None = None
+
+
+class GatewayTool(ApiModel):
+    """A tool the bundle can serve; ``id`` is ``member__tool``; ``stale`` once the member drops it."""
+
+    id: str
+    member: str
+    tool: str
+    presented_name: str
+    enabled: bool
+    member_enabled: bool
+    override_name: str | None
+    override_title: str | None
+    override_description: str | None
+    override_annotations: dict[str, Any] | None
+    definition: CatalogTool | None
+    stale: bool
+
+
+class GatewayEntryCuration(ApiModel):
+    """How a member's prompt or resource shows in this bundle."""
+
+    enabled: bool = True
+    title: Annotated[str, Field(max_length=500)] | None = None
+    description: Annotated[str, Field(max_length=8000)] | None = None
+
+
+class GatewayMemberPrompt(ApiModel):
+    """A member's prompt as this bundle presents it (``id`` is ``member__prompt``)."""
+
+    id: str
+    member: str
+    name: str
+    presented_name: str
+    enabled: bool
+    title: str | None
+    description: str | None
+    definition: CatalogPrompt | None
+    stale: bool
+
+
+class GatewayMemberResource(ApiModel):
+    """A member's resource as this bundle presents it; see ``member_resource_id`` for ``id``."""
+
+    id: str
+    member: str
+    uri: str
+    enabled: bool
+    title: str | None
+    description: str | None
+    definition: CatalogResource | None
+    stale: bool
+
+
+class PromptArgument(ApiModel):
+    """An argument of a bundle prompt; ``values`` are completion suggestions."""
+
+    name: Slug
+    description: Annotated[str, Field(max_length=2000)] = ""
+    required: bool = False
+    values: Annotated[list[Annotated[str, Field(max_length=500)]], Field(max_length=100)] = Field(
+        default_factory=list
+    )
+
+
+class PromptMessage(ApiModel):
+    """One message of a bundle prompt: ``text`` with placeholders, or an embedded bundle ``resource``."""
+
+    role: Literal["user", "assistant"]
+    text: str | None = None
+    resource: Annotated[str, Field(max_length=500)] | None = None
+
+    @model_validator(mode="after")
+    def _text_or_resource(self) -> PromptMessage:
+        if (self.text is None) == (self.resource is None):
+            raise ValueError("a message has exactly one of 'text' or 'resource'")
+        return self
+
+
+class GatewayPromptPut(ApiModel):
+    """A bundle prompt, created or replaced by name."""
+
+    name: Slug
+    title: Annotated[str, Field(max_length=500)] | None = None
+    description: Annotated[str, Field(max_length=8000)] = ""
+    arguments: Annotated[list[PromptArgument], Field(max_length=50)] = Field(default_factory=list)
+    messages: Annotated[list[PromptMessage], Field(min_length=1, max_length=100)]
+
+
+class GatewayPrompt(GatewayPromptPut):
+    """A stored bundle prompt."""
+
+    updated_at: datetime
+
+
+ResourceMimeType = Literal["text/markdown", "text/plain", "text/csv", "application/json", "application/yaml"]
+
+
+class GatewayResourcePut(ApiModel):
+    """A bundle resource (a text document), created or replaced by name; names may contain '/'."""
+
+    name: Annotated[str, Field(min_length=1, max_length=500, pattern=RESOURCE_NAME_PATTERN)]
+    title: Annotated[str, Field(max_length=500)] | None = None
+    mime_type: ResourceMimeType = "text/markdown"
+    content: str
+
+
+class GatewayResource(GatewayResourcePut):
+    """A stored bundle resource; clients read it at ``uri``."""
+
+    uri: str
+    size: int
+    updated_at: datetime
+
+
+# --- Endpoints --------------------------------------------------------------------------------
+
+
+class EndpointCreate(ApiModel):
+    """An endpoint exposing a gateway bundle; ApiKey endpoints issue a key once, in the create response."""
+
+    name: UrlName
+    gateway_bundle_id: EntityId
+    auth_mode: Literal["ApiKey", "OAuth"] = "ApiKey"
+    profile: Literal["Default", "ChatGPT"] = "Default"
+    enabled: bool = True
+
+
+class EndpointUpdate(ApiModel):
+    """Changes to an endpoint."""
+
+    profile: Literal["Default", "ChatGPT"] | None = None
+    enabled: bool | None = None
+
+
+class Endpoint(Entity):
+    """A stored endpoint; ``api_key`` is present only in the response that issued it."""
+
+    name: str
+    gateway_bundle_id: str
+    auth_mode: Literal["ApiKey", "OAuth"]
+    profile: Literal["Default", "ChatGPT"]
+    enabled: bool
+    url: str
+    api_key: SecretStr | None = None
+
+
+class ApiKeyIssued(ApiModel):
+    """A freshly issued endpoint API key; the old one stops working."""
+
+    api_key: SecretStr
+
+
+# --- Lists, errors, faults --------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+class Page(ApiModel, Generic[T]):
+    """One page of a list; pass ``next_cursor`` back as ``cursor`` for the next one."""
+
+    items: list[T]
+    next_cursor: str | None
+
+
+class FieldError(BaseModel):
+    """One field of a request that was refused, named by its dotted path."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    field: str
+    message: str
+    line: int | None = None
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document with a machine-readable ``code``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    code: str
+    detail: str
+    errors: list[FieldError] = Field(default_factory=list)
+    holders: list[str] = Field(default_factory=list)
+
+
+class FaultSpec(ApiModel):
+    """Fail or delay matching calls: the ones after the first ``after``, ``times`` times.
+
+    ``when: after`` runs the handler first and then answers ``status``: the change is made but
+    the caller sees a failure, as when a response is lost on the way back.
+    """
+
+    method: Annotated[str, Field(pattern=r"^(\*|[A-Za-z]+)$")] = "*"
+    path: Annotated[str, Field(min_length=1, max_length=1000, pattern=r"^/")]
+    after: int = Field(default=0, ge=0, le=1_000_000)
+    times: int = Field(default=1, ge=1, le=1_000_000)
+    status: int | None = Field(default=None, ge=400, le=599)
+    delay_ms: int = Field(default=0, ge=0, le=60_000)
+    retry_after: int | None = Field(default=None, ge=0, le=3600)
+    when: Literal["before", "after"] = "before"
+
+
+class Fault(FaultSpec):
+    """An armed fault with its counters."""
+
+    id: str
+    matched: int
+    injected: int
+
+
+class Health(ApiModel):
+    """The server is up."""
+
+    status: Literal["ok"]
+
+
+def member_resource_id(member: str, uri: str) -> str:
+    """The id of a member's resource in a bundle: member, ``__`` and the URI in unpadded base64url."""
+    encoded = base64.urlsafe_b64encode(uri.encode()).decode().rstrip("=")
+    return f"{member}__{encoded}"
+
+
+def parse_member_resource_id(entry_id: str) -> tuple[str, str] | None:
+    """Split a member resource id into (member, uri), or None when it is not one."""
+    member, sep, encoded = entry_id.partition("__")
+    if not sep or not member or not encoded:
+        return None
+    try:
+        uri = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return member, uri

@@ -1,0 +1,172 @@
+"""The async protocol the engine uses to reach an agent platform.
+
+The engine depends on this protocol and the models only. ``PlatformClient`` implements it over
+HTTP; a test may implement it in memory. Every method raises a ``PlatformError`` subclass from
+``bundle_operator.platform.errors`` on failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from pydantic import SecretStr
+
+from bundle_operator.platform.kinds import Kind
+from bundle_operator.platform.models import (
+    ApiModel,
+    Entity,
+    GatewayBundle,
+    GatewayEntryCuration,
+    GatewayMember,
+    GatewayMemberPrompt,
+    GatewayMemberPut,
+    GatewayMemberResource,
+    GatewayPrompt,
+    GatewayPromptPut,
+    GatewayResource,
+    GatewayResourcePut,
+    GatewayTool,
+    GatewayToolCuration,
+    Page,
+)
+
+E = TypeVar("E", bound=Entity)
+C = TypeVar("C", bound=ApiModel)
+U = TypeVar("U", bound=ApiModel)
+
+Filters = Mapping[str, str | bool]
+
+
+class PlatformAPI(Protocol):
+    """Entities per kind (see ``kinds``), gateway bundle contents and endpoint keys, per workspace."""
+
+    async def create(self, workspace: str, kind: Kind[E, C, Any], body: C, *, idempotency_key: str) -> E:
+        """Create an entity; repeating the same key returns the entity the first call created."""
+        ...
+
+    async def get(self, workspace: str, kind: Kind[E, Any, Any], entity_id: str) -> E:
+        """One entity by id; NotFound when it does not exist."""
+        ...
+
+    async def list_page(
+        self,
+        workspace: str,
+        kind: Kind[E, Any, Any],
+        *,
+        filters: Filters | None = None,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> Page[E]:
+        """One page of entities in creation order, filtered by the kind's ``filters`` fields."""
+        ...
+
+    async def list_all(
+        self, workspace: str, kind: Kind[E, Any, Any], *, filters: Filters | None = None
+    ) -> list[E]:
+        """Every entity matching ``filters``, following the pages."""
+        ...
+
+    async def update(
+        self, workspace: str, kind: Kind[E, Any, U], entity_id: str, body: U, *, revision: int
+    ) -> E:
+        """Change the fields set in ``body``; PreconditionFailed when ``revision`` is not the current one."""
+        ...
+
+    async def delete(
+        self, workspace: str, kind: Kind[Any, Any, Any], entity_id: str, *, revision: int | None = None
+    ) -> None:
+        """Delete an entity (only at ``revision`` when given); NotFound when it is already gone."""
+        ...
+
+    async def rename_gateway_bundle(
+        self, workspace: str, bundle_id: str, name: str, *, force: bool
+    ) -> GatewayBundle:
+        """Rename a gateway bundle; Conflict unless ``force`` or when the name is held."""
+        ...
+
+    async def list_members(self, workspace: str, bundle_id: str) -> list[GatewayMember]:
+        """The bundle's members in order."""
+        ...
+
+    async def put_member(
+        self, workspace: str, bundle_id: str, member: str, body: GatewayMemberPut
+    ) -> GatewayMember:
+        """Add a member (it joins at the end) or change an existing one."""
+        ...
+
+    async def delete_member(self, workspace: str, bundle_id: str, member: str) -> None:
+        """Remove a member and its curation."""
+        ...
+
+    async def order_members(
+        self, workspace: str, bundle_id: str, members: Sequence[str]
+    ) -> list[GatewayMember]:
+        """Set the whole member order; Refused unless every member is named exactly once."""
+        ...
+
+    async def list_tools(self, workspace: str, bundle_id: str) -> list[GatewayTool]:
+        """Every tool the bundle can serve, with its curation and presented name."""
+        ...
+
+    async def put_tool(
+        self, workspace: str, bundle_id: str, tool_id: str, body: GatewayToolCuration
+    ) -> GatewayTool:
+        """Replace the curation of tool ``member__tool``; Conflict when the override name is held."""
+        ...
+
+    async def list_member_prompts(self, workspace: str, bundle_id: str) -> list[GatewayMemberPrompt]:
+        """Members' prompts with their curation in this bundle."""
+        ...
+
+    async def put_member_prompt(
+        self, workspace: str, bundle_id: str, member: str, prompt: str, body: GatewayEntryCuration
+    ) -> GatewayMemberPrompt:
+        """Replace how a member's prompt shows in this bundle."""
+        ...
+
+    async def list_member_resources(self, workspace: str, bundle_id: str) -> list[GatewayMemberResource]:
+        """Members' resources with their curation in this bundle."""
+        ...
+
+    async def put_member_resource(
+        self, workspace: str, bundle_id: str, member: str, uri: str, body: GatewayEntryCuration
+    ) -> GatewayMemberResource:
+        """Replace how a member's resource shows in this bundle."""
+        ...
+
+    async def list_prompts(self, workspace: str, bundle_id: str) -> list[GatewayPrompt]:
+        """The bundle's own prompts in name order."""
+        ...
+
+    async def get_prompt(self, workspace: str, bundle_id: str, name: str) -> GatewayPrompt:
+        """One of the bundle's own prompts."""
+        ...
+
+    async def put_prompt(self, workspace: str, bundle_id: str, body: GatewayPromptPut) -> GatewayPrompt:
+        """Create or replace a bundle prompt by its name."""
+        ...
+
+    async def delete_prompt(self, workspace: str, bundle_id: str, name: str) -> None:
+        """Delete a bundle prompt."""
+        ...
+
+    async def list_resources(self, workspace: str, bundle_id: str) -> list[GatewayResource]:
+        """The bundle's own resources in name order."""
+        ...
+
+    async def get_resource(self, workspace: str, bundle_id: str, name: str) -> GatewayResource:
+        """One of the bundle's own resources."""
+        ...
+
+    async def put_resource(self, workspace: str, bundle_id: str, body: GatewayResourcePut) -> GatewayResource:
+        """Create or replace a bundle resource by its name."""
+        ...
+
+    async def delete_resource(self, workspace: str, bundle_id: str, name: str) -> None:
+        """Delete a bundle resource; Conflict while a prompt embeds it."""
+        ...
+
+    async def issue_endpoint_key(self, workspace: str, endpoint_id: str) -> SecretStr:
+        """Issue a new API key for an ApiKey endpoint; the previous key stops working."""
+        ...
