@@ -27,6 +27,7 @@ class Code(StrEnum):
     INVALID_SETUP_VALUE = "invalid_setup_value"
     INVALID_SETUP_DEFAULT = "invalid_setup_default"
     UNKNOWN_SETUP_KEY = "unknown_setup_key"
+    UNUSED_SETUP_FIELD = "unused_setup_field"
     INVALID_SKILL_FRONTMATTER = "invalid_skill_frontmatter"
     INVALID_SKILL_SOURCE = "invalid_skill_source"
     CONTEXT_SECRET_LITERAL = "context_secret_literal"

@@ -84,6 +84,17 @@ def check_placeholders(bundle: Bundle) -> list[Issue]:
                     site.entity,
                 )
             )
+    used = {key.strip() for site in placeholders.sites(bundle) for key in placeholders.references(site.text)}
+    for index, field in enumerate(bundle.setup):
+        if field.key not in used:
+            issues.append(
+                warning(
+                    Code.UNUSED_SETUP_FIELD,
+                    f"setup field '{field.key}' is declared but nothing refers to it",
+                    join_pointer("/setup", index, "key"),
+                    f"setup:{field.key}",
+                )
+            )
     dumped = bundle.model_dump(mode="json", exclude_none=True)
     for pointer, text in _strings(dumped, ""):
         if pointer in site_pointers or not placeholders.PLACEHOLDER.search(text):
