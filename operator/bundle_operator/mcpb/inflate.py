@@ -1,0 +1,120 @@
+"""Stream an entry's data out of the archive, counting the bytes it really inflates to.
+
+Headers can lie: a few hundred bytes of deflate can claim to be 1 KiB and inflate to gigabytes.
+Every produced byte is counted against the entry's declared size and the archive's total limit,
+so a lying entry is refused after at most one chunk past its claim, whatever its header says.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from bundle_operator.mcpb.entries import DEFLATED, FLAG_ENCRYPTED, Entry
+from bundle_operator.mcpb.errors import Refused
+from bundle_operator.mcpb.limits import Limits
+
+LOCAL_MAGIC = b"PK\x03\x04"
+LOCAL_SIZE = 30
+READ_CHUNK = 1024 * 1024
+FEED_CHUNK = 64 * 1024
+OUT_CHUNK = 1024 * 1024
+
+Sink = Callable[[bytes], None]
+
+
+@dataclass
+class UnpackCounter:
+    """Actual bytes inflated so far, across the whole archive."""
+
+    limits: Limits
+    total: int = 0
+
+    def add(self, n: int) -> None:
+        self.total += n
+        if self.total > self.limits.max_unpacked_bytes:
+            raise Refused(
+                "unpacked_too_large",
+                f"the archive inflates to more than {self.limits.max_unpacked_bytes} bytes",
+            )
+
+
+def data_ranges(f: BinaryIO, entries: list[Entry], cd_offset: int) -> dict[int, int]:
+    """Map each entry's local offset to where its data starts; refuse overlaps and header mismatches."""
+    starts: dict[int, int] = {}
+    previous_end = 0
+    for entry in sorted(entries, key=lambda e: e.local_offset):
+        if entry.local_offset < previous_end:
+            raise Refused("zip_malformed", f"entry '{entry.name}' overlaps another entry")
+        f.seek(entry.local_offset)
+        head = f.read(LOCAL_SIZE)
+        if len(head) != LOCAL_SIZE or head[:4] != LOCAL_MAGIC:
+            raise Refused("zip_malformed", f"entry '{entry.name}' has no local header")
+        flags, method = struct.unpack_from("<2H", head, 6)
+        nlen, xlen = struct.unpack_from("<2H", head, 26)
+        if f.read(nlen) != entry.raw_name:
+            raise Refused("zip_malformed", f"entry '{entry.name}' has a different name in its local header")
+        if method != entry.method or (flags & FLAG_ENCRYPTED) != (entry.flags & FLAG_ENCRYPTED):
+            raise Refused("zip_malformed", f"entry '{entry.name}' has a local header that disagrees")
+        start = entry.local_offset + LOCAL_SIZE + nlen + xlen
+        previous_end = start + entry.compressed_size
+        if previous_end > cd_offset:
+            raise Refused("zip_malformed", f"entry '{entry.name}' runs into the central directory")
+        starts[entry.local_offset] = start
+    return starts
+
+
+def stream_entry(
+    f: BinaryIO, entry: Entry, data_start: int, counter: UnpackCounter, sink: Sink | None = None
+) -> None:
+    """Inflate one entry, feeding ``sink``; refuse on a size lie, a CRC mismatch or a broken stream."""
+    f.seek(data_start)
+    remaining = entry.compressed_size
+    produced = 0
+    crc = 0
+    inflater = zlib.decompressobj(-15) if entry.method == DEFLATED else None
+
+    def emit(out: bytes) -> None:
+        nonlocal produced, crc
+        if not out:
+            return
+        produced += len(out)
+        if produced > entry.uncompressed_size:
+            raise Refused(
+                "entry_size_mismatch",
+                f"entry '{entry.name}' inflates to more than the {entry.uncompressed_size} bytes it declares",
+            )
+        counter.add(len(out))
+        crc = zlib.crc32(out, crc)
+        if sink is not None:
+            sink(out)
+
+    while remaining > 0:
+        block = f.read(min(READ_CHUNK, remaining))
+        if not block:
+            raise Refused("zip_malformed", f"entry '{entry.name}' is cut short")
+        remaining -= len(block)
+        if inflater is None:
+            emit(block)
+            continue
+        for i in range(0, len(block), FEED_CHUNK):
+            if inflater.eof:
+                raise Refused("entry_corrupt", f"entry '{entry.name}' has data after its end")
+            try:
+                emit(inflater.decompress(block[i : i + FEED_CHUNK], OUT_CHUNK))
+                while inflater.unconsumed_tail:
+                    emit(inflater.decompress(inflater.unconsumed_tail, OUT_CHUNK))
+            except zlib.error:
+                raise Refused("entry_corrupt", f"entry '{entry.name}' is not valid deflate data") from None
+    if inflater is not None and (not inflater.eof or inflater.unused_data):
+        raise Refused("entry_corrupt", f"entry '{entry.name}' does not end where its header says")
+    if produced != entry.uncompressed_size:
+        raise Refused(
+            "entry_size_mismatch",
+            f"entry '{entry.name}' inflates to {produced} bytes but declares {entry.uncompressed_size}",
+        )
+    if crc != entry.crc:
+        raise Refused("entry_corrupt", f"entry '{entry.name}' fails its CRC check")

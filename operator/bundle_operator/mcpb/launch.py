@@ -1,0 +1,173 @@
+"""How the bundle's server would be started: the effective mcp_config and the rules on it.
+
+The command must be node, python, python3 or a program inside the bundle, and never comes from a
+person's value. Arguments and environment values may use the bundle's folder, the person's
+folders and user_config values. Environment variables that change what runs are refused, except
+NODE_PATH and PYTHONPATH when every entry points inside the bundle.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bundle_operator.mcpb.entries import check_relative_path
+from bundle_operator.mcpb.errors import Refused
+from bundle_operator.mcpb.limits import Limits
+from bundle_operator.mcpb.manifest import McpConfig
+
+PLATFORMS = ("darwin", "linux", "win32")
+RUNTIMES = ("node", "python", "python3")
+FOLDER_VARIABLES = ("HOME", "DESKTOP", "DOCUMENTS", "DOWNLOADS")
+SEPARATOR_VARIABLES = ("pathSeparator", "/")
+DIRNAME = "${__dirname}"
+_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Variables that load code, pick the interpreter or rewrite how a program starts.
+_RUNS_CODE = frozenset(
+    {
+        "PATH",
+        "PATHEXT",
+        "COMSPEC",
+        "SHELL",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "BASH_ENV",
+        "ENV",
+        "IFS",
+        "PS4",
+        "NODE_OPTIONS",
+        "NODE_REPL_EXTERNAL_MODULE",
+        "ELECTRON_RUN_AS_NODE",
+        "PYTHONHOME",
+        "PYTHONSTARTUP",
+        "PYTHONEXECUTABLE",
+        "PYTHONUSERBASE",
+        "PYTHONINSPECT",
+        "PYTHONWARNINGS",
+        "PYTHONBREAKPOINT",
+        "PYTHONPLATLIBDIR",
+        "PYTHONSAFEPATH",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PERLLIB",
+        "RUBYOPT",
+        "RUBYLIB",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "CLASSPATH",
+        "GCONV_PATH",
+        "HOSTALIASES",
+    }
+)
+_RUNS_CODE_PREFIXES = ("LD_", "DYLD_", "UV_", "PIP_", "NPM_CONFIG_", "MALLOC_")
+_INSIDE_ONLY = frozenset({"NODE_PATH", "PYTHONPATH"})
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """command, args and env for one platform, with the manifest's variables left in place."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+
+
+def effective_config(config: McpConfig, platform: str) -> LaunchConfig:
+    """Apply the platform override the way MCPB hosts do: each of command, args, env replaces whole."""
+    command, args, env = config.command, config.args or [], config.env or {}
+    overrides = config.platform_overrides or {}
+    override = next((o for name, o in overrides.items() if name == platform), None)
+    if override is not None:
+        command = override.command or command
+        args = override.args if override.args is not None else args
+        env = override.env if override.env is not None else env
+    return LaunchConfig(command=command, args=list(args), env=dict(env))
+
+
+def _variables(text: str, where: str, user_keys: set[str]) -> None:
+    for name in _VARIABLE.findall(text):
+        if name.startswith("user_config."):
+            if name.removeprefix("user_config.") not in user_keys:
+                raise Refused(
+                    "mcp_config", f"{where} refers to ${{{name}}}, which user_config does not declare"
+                )
+        elif name != "__dirname" and name not in FOLDER_VARIABLES and name not in SEPARATOR_VARIABLES:
+            raise Refused("mcp_config", f"{where} uses the unknown variable ${{{name}}}")
+
+
+def _inside_bundle(path: str, platform: str, limits: Limits) -> str | None:
+    """The archive path a ``${__dirname}/...`` string names, or None when it is anything else."""
+    for sep in SEPARATOR_VARIABLES:
+        path = path.replace("${" + sep + "}", "/")
+    if platform == "win32":
+        path = path.replace("\\", "/")
+    if not path.startswith(DIRNAME):
+        return None
+    rest = path[len(DIRNAME) :]
+    if rest in ("", "/"):
+        return ""
+    if not rest.startswith("/") or _VARIABLE.search(rest):
+        return None
+    try:
+        return check_relative_path(rest[1:], "path", limits)
+    except Refused:
+        return None
+
+
+def check_launch(
+    config: LaunchConfig,
+    platform: str,
+    files: set[str],
+    user_keys: set[str],
+    limits: Limits,
+) -> None:
+    """Refuse a launch configuration that lets anything but the bundle decide what runs."""
+    command = config.command
+    if "${user_config." in command:
+        raise Refused(
+            "command",
+            "server.mcp_config.command uses a user_config value; a person's value never chooses what runs",
+        )
+    if command not in RUNTIMES:
+        program = _inside_bundle(command, platform, limits)
+        if not program or program not in files:
+            raise Refused(
+                "command",
+                f"server.mcp_config.command '{command}' is not node, python, python3 "
+                "or a program inside the bundle",
+            )
+    for i, arg in enumerate(config.args):
+        _variables(arg, f"server.mcp_config.args[{i}]", user_keys)
+    for key, value in config.env.items():
+        where = f"server.mcp_config.env.{key}"
+        if not _ENV_NAME.match(key):
+            raise Refused("env", f"{where} is not a valid environment variable name")
+        _variables(value, where, user_keys)
+        upper = key.upper()
+        if upper in _INSIDE_ONLY:
+            _check_search_path(value, where, platform, limits)
+        elif upper in _RUNS_CODE or upper.startswith(_RUNS_CODE_PREFIXES):
+            raise Refused("env", f"{where} changes what runs, so it is refused")
+
+
+def _check_search_path(value: str, where: str, platform: str, limits: Limits) -> None:
+    separators = ["${pathSeparator}", ";" if platform == "win32" else ":"]
+    parts = [value]
+    for sep in separators:
+        parts = [piece for part in parts for piece in part.split(sep)]
+    for part in parts:
+        if _inside_bundle(part, platform, limits) is None:
+            raise Refused("env", f"{where} may only point inside the bundle (${{__dirname}}/...)")
+
+
+def check_platform(platforms: Sequence[str] | None, platform: str) -> list[str]:
+    """The platforms the bundle supports (all three when absent); refuse when ours is not one."""
+    supported = list(platforms) if platforms is not None else list(PLATFORMS)
+    if platform not in supported:
+        listed = ", ".join(supported) or "none"
+        raise Refused("platform", f"the bundle supports {listed}, not {platform}")
+    return supported

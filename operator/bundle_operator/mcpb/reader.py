@@ -1,0 +1,227 @@
+"""Read an .mcpb archive without unpacking or running it, and say whether it is accepted.
+
+One pass hashes the file (its SHA-256 and the signed content's digest together); a second pass
+inflates every entry in memory-flat chunks, counting real bytes. Nothing is written anywhere.
+The verdict is ``accepted``, ``not_runnable`` (a uv bundle: read, never run) or ``refused``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+from bundle_operator.mcpb import signature
+from bundle_operator.mcpb.container import CHUNK, Layout, hash_file, read_layout
+from bundle_operator.mcpb.entries import Entry, check_entries, check_relative_path
+from bundle_operator.mcpb.errors import Refused
+from bundle_operator.mcpb.inflate import UnpackCounter, data_ranges, stream_entry
+from bundle_operator.mcpb.launch import (
+    PLATFORMS,
+    LaunchConfig,
+    check_launch,
+    check_platform,
+    effective_config,
+)
+from bundle_operator.mcpb.limits import DEFAULT_LIMITS, Limits
+from bundle_operator.mcpb.manifest import Manifest, parse_manifest
+from bundle_operator.mcpb.setup_fields import SetupField, setup_fields, this_computers_folders
+from bundle_operator.mcpb.signature import SignatureResult
+from bundle_operator.mcpb.zipindex import read_central_directory
+
+Verdict = Literal["accepted", "not_runnable", "refused"]
+MANIFEST_NAME = "manifest.json"
+
+
+def running_platform() -> str:
+    """This computer's platform as MCPB names it (darwin, linux or win32)."""
+    if sys.platform.startswith("linux"):
+        return "linux"
+    return sys.platform
+
+
+@dataclass(frozen=True)
+class ManifestSummary:
+    """What a person reviewing the bundle needs to see of its manifest, for one platform."""
+
+    name: str
+    version: str
+    manifest_version: str
+    server_type: str
+    entry_point: str
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    platforms: list[str]
+
+
+@dataclass
+class Inspection:
+    """The verdict on one archive, and what extraction and conversion reuse from reading it."""
+
+    verdict: Verdict
+    code: str | None
+    reason: str | None
+    sha256: str
+    platform: str
+    manifest: ManifestSummary | None = None
+    signature: SignatureResult | None = None
+    setup: list[SetupField] = field(default_factory=list)
+    parsed_manifest: Manifest | None = None
+    launch: LaunchConfig | None = None
+    entries: list[Entry] = field(default_factory=list)
+    layout: Layout | None = None
+    data_starts: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def refused(self) -> bool:
+        """Whether the archive was refused."""
+        return self.verdict == "refused"
+
+
+def inspect_file(
+    path: str | os.PathLike[str],
+    *,
+    platform: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    folders: Mapping[str, str] | None = None,
+) -> Inspection:
+    """Read and verify the archive at ``path``; raises OSError only when it cannot be opened."""
+    with Path(path).open("rb") as f:
+        return inspect_open(f, platform=platform, limits=limits, folders=folders)
+
+
+def whole_file_sha256(f: BinaryIO) -> str:
+    """SHA-256 of everything in ``f``, read in fixed chunks."""
+    h = hashlib.sha256()
+    f.seek(0)
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    while n := f.readinto(view):  # type: ignore[attr-defined]
+        h.update(view[:n])
+    return h.hexdigest()
+
+
+def inspect_open(
+    f: BinaryIO,
+    *,
+    platform: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    folders: Mapping[str, str] | None = None,
+) -> Inspection:
+    """Like ``inspect_file`` on an already open file (extraction keeps using the same handle)."""
+    result = Inspection(verdict="refused", code=None, reason=None, sha256="", platform="")
+    result.platform = platform or running_platform()
+    try:
+        _read(f, result, limits, folders if folders is not None else this_computers_folders())
+    except Refused as refusal:
+        result.verdict, result.code, result.reason = "refused", refusal.code, refusal.reason
+    if not result.sha256:
+        result.sha256 = whole_file_sha256(f)
+    return result
+
+
+def _read(f: BinaryIO, result: Inspection, limits: Limits, folders: Mapping[str, str]) -> None:
+    size = os.fstat(f.fileno()).st_size
+    if size > limits.max_file_bytes:
+        raise Refused("file_too_large", f"the file is {size} bytes; at most {limits.max_file_bytes}")
+    try:
+        layout = read_layout(f, size, limits)
+    except Refused as refusal:
+        if refusal.code == "signature_invalid":
+            result.signature = SignatureResult(status="invalid", detail=refusal.reason)
+        raise
+    result.layout = layout
+
+    parsed: signature.ParsedSignature | SignatureResult | None = None
+    if layout.signature_der is not None:
+        parsed = signature.parse(layout.signature_der)
+    algorithm = parsed.digest_algorithm if isinstance(parsed, signature.ParsedSignature) else None
+    result.sha256, content_digest = hash_file(f, layout, algorithm)
+    if parsed is None:
+        result.signature = signature.UNSIGNED
+    elif isinstance(parsed, SignatureResult):
+        result.signature = parsed
+    else:
+        assert content_digest is not None
+        result.signature = signature.verify(parsed, content_digest)
+    if result.signature.refuses:
+        code = f"signature_{result.signature.status}"
+        raise Refused(code, result.signature.detail or "the signature does not verify")
+
+    entries = check_entries(read_central_directory(f, layout, limits.max_path_bytes), limits)
+    result.entries = entries
+    files = {e.name: e for e in entries if not e.is_dir}
+    manifest_entry = files.get(MANIFEST_NAME)
+    if manifest_entry is None:
+        raise Refused("manifest_missing", "the archive has no manifest.json at its root")
+    if manifest_entry.uncompressed_size > limits.max_manifest_bytes:
+        raise Refused("manifest_too_large", f"manifest.json is larger than {limits.max_manifest_bytes} bytes")
+    result.data_starts = data_ranges(f, entries, layout.cd_offset)
+    manifest_bytes = _inflate_all(f, entries, result.data_starts, limits)
+
+    manifest = parse_manifest(manifest_bytes)
+    result.parsed_manifest = manifest
+    launch = effective_config(manifest.server.mcp_config, result.platform)
+    result.launch = launch
+    compatibility = manifest.compatibility
+    declared_platforms = compatibility.platforms if compatibility else None
+    supported: list[str] = list(declared_platforms) if declared_platforms is not None else list(PLATFORMS)
+    result.manifest = ManifestSummary(
+        name=manifest.name,
+        version=manifest.version,
+        manifest_version=manifest.effective_version,
+        server_type=manifest.server.type,
+        entry_point=manifest.server.entry_point,
+        command=launch.command,
+        args=launch.args,
+        env=launch.env,
+        platforms=supported,
+    )
+    _check_manifest_rules(manifest, launch, result, set(files), limits, folders)
+
+
+def _inflate_all(f: BinaryIO, entries: list[Entry], starts: dict[int, int], limits: Limits) -> bytes:
+    """Inflate every file entry in archive order, keeping only the manifest's bytes."""
+    counter = UnpackCounter(limits)
+    manifest = bytearray()
+    for entry in sorted(entries, key=lambda e: e.local_offset):
+        if entry.is_dir:
+            continue
+        sink = manifest.extend if entry.name == MANIFEST_NAME else None
+        stream_entry(f, entry, starts[entry.local_offset], counter, sink)
+    return bytes(manifest)
+
+
+def _check_manifest_rules(
+    manifest: Manifest,
+    launch: LaunchConfig,
+    result: Inspection,
+    files: set[str],
+    limits: Limits,
+    folders: Mapping[str, str],
+) -> None:
+    compatibility = manifest.compatibility
+    check_platform(compatibility.platforms if compatibility else None, result.platform)
+    server = manifest.server
+    try:
+        entry_point = check_relative_path(server.entry_point, "server.entry_point", limits)
+    except Refused as refusal:
+        raise Refused("entry_point", refusal.reason) from None
+    if entry_point not in files:
+        raise Refused(
+            "entry_point", f"server.entry_point '{server.entry_point}' is not a file in the archive"
+        )
+    result.setup = setup_fields(manifest.user_config, folders)
+    user_keys = set((manifest.user_config or {}).keys())
+    if server.type == "uv":
+        # uv installs packages when it starts, so nothing here decides what runs: read, never run.
+        result.verdict, result.code = "not_runnable", "uv_not_runnable"
+        result.reason = "uv bundles install packages when they start; this one is read but not run"
+        return
+    check_launch(launch, result.platform, files, user_keys, limits)
+    result.verdict, result.code, result.reason = "accepted", None, None
