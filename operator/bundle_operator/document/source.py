@@ -99,8 +99,21 @@ def load_source(text: str | bytes) -> LoadedSource:
     if not text.strip():
         raise SourceError("the document is empty", 1)
     if text.lstrip()[:1] in "{[":
-        return _load_json(text)
+        try:
+            return _load_json(text)
+        except _NotJson as not_json:
+            # Flow-style YAML also starts with a brace; when that reads, it is what was meant.
+            try:
+                return _load_yaml(text)
+            except SourceError:
+                raise not_json.error from None
     return _load_yaml(text)
+
+
+class _NotJson(Exception):
+    def __init__(self, error: SourceError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 def _too_large(size: int) -> str:
@@ -122,7 +135,7 @@ def _load_json(text: str) -> LoadedSource:
     try:
         data = json.loads(text, object_pairs_hook=pairs, parse_constant=no_constants)
     except json.JSONDecodeError as exc:
-        raise SourceError(f"invalid JSON: {exc.msg}", exc.lineno) from None
+        raise _NotJson(SourceError(f"invalid JSON: {exc.msg}", exc.lineno)) from None
     except ValueError as exc:  # integers beyond Python's digit limit
         raise SourceError(f"invalid JSON: {exc}") from None
     except RecursionError:

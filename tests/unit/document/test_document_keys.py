@@ -51,9 +51,17 @@ def test_duplicate_setup_key(doc: dict[str, Any]) -> None:
         (lambda d: d["agents"][0]["mcps"].append("slack"), "/agents/0/mcps/1", "agent:bot"),
         (lambda d: d["agents"][0]["skills"].append("nope"), "/agents/0/skills/1", "agent:bot"),
         (lambda d: d["channels"][0].__setitem__("agent", "ghost"), "/channels/0/agent", "channel:chat"),
-        (lambda d: d["automations"][0].__setitem__("agent", "ghost"), "/automations/0/agent", "automation:daily"),
+        (
+            lambda d: d["automations"][0].__setitem__("agent", "ghost"),
+            "/automations/0/agent",
+            "automation:daily",
+        ),
         (lambda d: d["policies"][0].__setitem__("agent", "ghost"), "/policies/0/agent", "policy:cap"),
-        (lambda d: d.__setitem__("gateway", {"members": ["github", "slack"]}), "/gateway/members/1", "gateway:gateway"),
+        (
+            lambda d: d.__setitem__("gateway", {"members": ["github", "slack"]}),
+            "/gateway/members/1",
+            "gateway:gateway",
+        ),
     ],
 )
 def test_unknown_reference_names_path_and_entity(

@@ -67,7 +67,10 @@ def test_unknown_field_anywhere_is_an_error_with_its_path(
 
 
 def test_unknown_field_line_is_the_fields_own_line() -> None:
-    text = 'schema_version: "0.1.0"\nname: a\nmcps:\n  - key: m\n    name: M\n    type: url\n    endpoint_url: https://x.example/mcp\n    headerz: {}\n'
+    text = (
+        'schema_version: "0.1.0"\nname: a\nmcps:\n  - key: m\n    name: M\n    type: url\n'
+        "    endpoint_url: https://x.example/mcp\n    headerz: {}\n"
+    )
     issue = only_issue(analyze(text), "unknown_field")
     assert (issue.path, issue.line, issue.entity) == ("/mcps/0/headerz", 8, "mcp:m")
 

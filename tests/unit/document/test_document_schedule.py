@@ -1,0 +1,72 @@
+"""Cron automations: five-field schedules and time zones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bundle_operator.document.schedule import cron_problem
+from tests.unit.document.builders import analyze, only_issue
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "* * * * *",
+        "0 8 * * 1-5",
+        "*/15 9-17 * * MON-FRI",
+        "0 0 1,15 jan,jul *",
+        "30 4 * * 7",
+        "0 0-23/2 * * *",
+    ],
+)
+def test_valid_schedules(expression: str) -> None:
+    assert cron_problem(expression) is None
+
+
+@pytest.mark.parametrize(
+    ("expression", "words"),
+    [
+        ("* * * *", "five fields"),
+        ("0 8 * * 1-5 2026", "five fields"),
+        ("60 * * * *", "minute field"),
+        ("0 24 * * *", "hour field"),
+        ("0 0 0 * *", "day of month field"),
+        ("0 0 * 13 *", "month field"),
+        ("0 0 * * 8", "day of week field"),
+        ("*/0 * * * *", "step"),
+        ("5-1 * * * *", "backwards"),
+        ("@daily", "five fields"),
+        ("? * * * *", "not a value"),
+    ],
+)
+def test_invalid_schedules_say_which_field(expression: str, words: str) -> None:
+    problem = cron_problem(expression)
+    assert problem is not None and words in problem
+
+
+def test_invalid_schedule_blocks_with_its_path(doc: dict[str, Any]) -> None:
+    doc["automations"][0]["schedule"] = "every morning"
+    issue = only_issue(analyze(doc), "invalid_schedule")
+    assert (issue.path, issue.entity) == ("/automations/0/schedule", "automation:daily")
+
+
+@pytest.mark.parametrize(
+    ("zone", "ok"),
+    [("Europe/Berlin", True), ("UTC", True), ("Mars/Olympus", False), ("../etc/passwd", False)],
+)
+def test_timezone_must_exist(doc: dict[str, Any], zone: str, ok: bool) -> None:
+    doc["automations"][0]["timezone"] = zone
+    preview = analyze(doc)
+    assert (not [i for i in preview.issues if i.code == "invalid_timezone"]) == ok
+
+
+def test_automations_and_channels_default_to_disabled(doc: dict[str, Any]) -> None:
+    from bundle_operator.document import parse_bundle_data
+
+    bundle = parse_bundle_data(doc).bundle
+    assert bundle is not None
+    assert bundle.automations[0].enabled is False
+    assert bundle.channels[0].enabled is False
+    assert bundle.automations[0].timezone == "UTC"
