@@ -9,10 +9,11 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bundle_operator.commands import analyze
+from bundle_operator.commands import analyze, mcpb
 
 Register = Callable[["argparse._SubParsersAction[Any]"], None]
 
 COMMANDS: list[Register] = [
     analyze.register,
+    mcpb.register,
 ]

@@ -1,0 +1,170 @@
+"""bundlectl mcpb: inspect, extract and convert .mcpb archives.
+
+``inspect`` reads and verifies without writing anything (exit 0 when accepted or not runnable,
+1 when refused); ``extract`` unpacks into a new private folder and prints the lock and the tree
+digest; ``check-tree`` re-checks such a folder; ``to-bundle`` prints the bundle document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from bundle_operator.mcpb.convert import to_bundle
+from bundle_operator.mcpb.errors import Refused
+from bundle_operator.mcpb.extract import extract_file
+from bundle_operator.mcpb.launch import PLATFORMS
+from bundle_operator.mcpb.reader import Inspection, inspect_file
+from bundle_operator.mcpb.report import InspectReport
+from bundle_operator.mcpb.treedigest import check_tree
+
+# The same exit codes as bundlectl's (cli.py imports this package, so they are not imported back).
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add the mcpb command and its subcommands."""
+    parser = sub.add_parser("mcpb", help="read, verify, extract and convert .mcpb archives")
+    actions = parser.add_subparsers(dest="mcpb_command", metavar="SUBCOMMAND", required=True)
+
+    inspect = actions.add_parser("inspect", help="read and verify an archive without writing anything")
+    inspect.add_argument("file")
+    _platform_option(inspect)
+    inspect.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    inspect.set_defaults(func=_inspect)
+
+    extract = actions.add_parser("extract", help="unpack an accepted archive into a new private folder")
+    extract.add_argument("file")
+    extract.add_argument("dir", help="the folder to create; it must not exist yet")
+    _platform_option(extract)
+    extract.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    extract.set_defaults(func=_extract)
+
+    check = actions.add_parser("check-tree", help="check an unpacked folder against its tree digest")
+    check.add_argument("dir")
+    check.add_argument("digest", help="the tree digest extract printed (sha256:...)")
+    check.set_defaults(func=_check_tree)
+
+    convert = actions.add_parser("to-bundle", help="print the bundle document for an accepted archive")
+    convert.add_argument("file")
+    _platform_option(convert)
+    convert.add_argument(
+        "--root",
+        help="the folder the archive is unpacked into on the platform "
+        "(default: /var/lib/bundle-operator/mcpb/<sha256>)",
+    )
+    convert.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    convert.set_defaults(func=_to_bundle)
+
+
+def _platform_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--platform", choices=PLATFORMS, help="the platform to check against (default: this computer's)"
+    )
+
+
+def _read(args: argparse.Namespace) -> Inspection | None:
+    try:
+        return inspect_file(args.file, platform=args.platform)
+    except OSError as exc:
+        print(f"bundlectl mcpb: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return None
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    inspection = _read(args)
+    if inspection is None:
+        return EXIT_USAGE
+    if args.output == "json":
+        print(InspectReport.of(inspection).model_dump_json(indent=2))
+    else:
+        print(_text(inspection))
+    return EXIT_REFUSED if inspection.refused else EXIT_OK
+
+
+def _text(inspection: Inspection) -> str:
+    lines = []
+    if inspection.refused:
+        lines.append(f"refused ({inspection.code}): {inspection.reason}")
+    elif inspection.verdict == "not_runnable":
+        lines.append(f"not runnable ({inspection.code}): {inspection.reason}")
+    else:
+        lines.append("accepted")
+    lines.append(f"sha256: {inspection.sha256}")
+    m = inspection.manifest
+    if m is not None:
+        lines.append(f"bundle: {m.name} {m.version} (manifest {m.manifest_version}, {m.server_type} server)")
+        lines.append(f"runs: {' '.join([m.command, *m.args])}")
+        if m.env:
+            lines.append(f"env: {', '.join(sorted(m.env))}")
+        lines.append(f"platforms: {', '.join(m.platforms)}")
+    s = inspection.signature
+    if s is not None:
+        if s.status == "signed":
+            lines.append(f"signature: signed by {s.subject}")
+            lines.append(f"  certificate SHA-256 fingerprint: {s.fingerprint_sha256}")
+            lines.append(f"  {s.detail}")
+        elif s.status == "unsigned":
+            lines.append(f"signature: unsigned. {s.detail}")
+        else:
+            lines.append(f"signature: {s.status}: {s.detail}")
+    if inspection.setup:
+        lines.append("setup:")
+        for f in inspection.setup:
+            need = "required" if f.required else "optional"
+            lines.append(f"  {f.key}  {f.type}  {need}  {f.label}")
+    return "\n".join(lines)
+
+
+def _extract(args: argparse.Namespace) -> int:
+    try:
+        extracted = extract_file(args.file, args.dir, platform=args.platform)
+    except Refused as refusal:
+        print(f"refused ({refusal.code}): {refusal.reason}", file=sys.stderr)
+        return EXIT_REFUSED
+    except OSError as exc:
+        print(f"bundlectl mcpb: cannot extract {args.file}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.output == "json":
+        out = {"dir": str(extracted.path), "lock": extracted.lock, "tree_digest": extracted.tree_digest}
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"extracted to {extracted.path}")
+        print(f"lock: {extracted.lock}")
+        print(f"tree: {extracted.tree_digest}")
+    return EXIT_OK
+
+
+def _check_tree(args: argparse.Namespace) -> int:
+    try:
+        check_tree(args.dir, args.digest)
+    except Refused as refusal:
+        print(f"refused ({refusal.code}): {refusal.reason}", file=sys.stderr)
+        return EXIT_REFUSED
+    except OSError as exc:
+        print(f"bundlectl mcpb: cannot read {args.dir}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"unchanged: {args.digest}")
+    return EXIT_OK
+
+
+def _to_bundle(args: argparse.Namespace) -> int:
+    inspection = _read(args)
+    if inspection is None:
+        return EXIT_USAGE
+    try:
+        conversion = to_bundle(inspection, root=args.root)
+    except Refused as refusal:
+        print(f"refused ({refusal.code}): {refusal.reason}", file=sys.stderr)
+        return EXIT_REFUSED
+    for warning in conversion.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps(conversion.document, indent=2))
+    else:
+        sys.stdout.write(conversion.to_yaml())
+    return EXIT_OK

@@ -1,0 +1,136 @@
+"""Turn an accepted .mcpb archive into a bundle document (schema_version 0.1.0) with one command MCP.
+
+How the archive maps:
+
+- The archive is meant to be unpacked (``extract_file``) into a folder the platform can read. That
+  folder is ``root``; by default ``/var/lib/bundle-operator/mcpb/<archive sha256>``, so the path is
+  content-addressed: the same archive always maps to the same folder and the document pins the
+  exact archive it was made from. ``${__dirname}`` in args and env becomes that folder.
+- The command stays what the manifest says for the chosen platform. ``node``, ``python`` and
+  ``python3`` are runtimes the bundle format allows, so a node or python bundle becomes
+  ``node <root>/server/index.js ...``, which runs as it is. A binary bundle's command is a program
+  inside the archive: it becomes ``<root>/<path>``, a local path, which the analyzer reports as
+  SKIPPED with its reason rather than running it. ``to_bundle`` says so in its warnings.
+- Each user_config entry becomes a setup field (see ``setup_fields``) and ``${user_config.x}``
+  becomes ``${setup.x}``. ``${HOME}``, ``${DESKTOP}``, ``${DOCUMENTS}`` and ``${DOWNLOADS}`` become the
+  folders passed in, and ``${pathSeparator}`` / ``${/}`` the platform's separator.
+- A uv bundle (``not_runnable``) or a refused archive has no document.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from bundle_operator.document.runtimes import unsupported_runtime_reason
+from bundle_operator.mcpb.errors import Refused
+from bundle_operator.mcpb.launch import RUNTIMES
+from bundle_operator.mcpb.reader import Inspection
+from bundle_operator.mcpb.setup_fields import SetupField, this_computers_folders
+
+SCHEMA_VERSION = "0.1.0"
+DEFAULT_ROOT_PARENT = "/var/lib/bundle-operator/mcpb"
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
+)
+_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+@dataclass
+class Conversion:
+    """The document as data, and what a person should know about it."""
+
+    document: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_yaml(self) -> str:
+        """The document as YAML, fields in the order of the format."""
+        return yaml.safe_dump(self.document, sort_keys=False, allow_unicode=True)
+
+
+def default_root(inspection: Inspection) -> str:
+    """The content-addressed folder the archive is expected to be unpacked into."""
+    return f"{DEFAULT_ROOT_PARENT}/{inspection.sha256}"
+
+
+def mcp_key(name: str) -> str:
+    """A bundle key (``[a-zA-Z][a-zA-Z0-9_]*``) derived from the manifest's name."""
+    key = re.sub(r"[^a-zA-Z0-9_]+", "_", name).strip("_")
+    return key if key[:1].isalpha() else f"mcp_{key}"
+
+
+def _substitute(
+    text: str, root: str, separator: str, folders: Mapping[str, str], setup_keys: Mapping[str, str]
+) -> str:
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name == "__dirname":
+            return root
+        if name in ("pathSeparator", "/"):
+            return separator
+        if name.startswith("user_config."):
+            return "${setup." + setup_keys[name.removeprefix("user_config.")] + "}"
+        return folders[name]
+
+    return _VARIABLE.sub(value, text)
+
+
+def _setup_entry(f: SetupField) -> dict[str, Any]:
+    entry: dict[str, Any] = {"key": f.key, "label": f.label, "type": f.type, "required": f.required}
+    if f.description:
+        entry["description"] = f.description
+    if f.default is not None:
+        entry["default"] = f.default
+    return entry
+
+
+def to_bundle(
+    inspection: Inspection, *, root: str | None = None, folders: Mapping[str, str] | None = None
+) -> Conversion:
+    """The bundle document for an accepted archive; raises ``Refused`` for any other verdict."""
+    if inspection.verdict != "accepted":
+        raise Refused(
+            inspection.code or "not_accepted", inspection.reason or "only accepted archives convert"
+        )
+    manifest, launch = inspection.parsed_manifest, inspection.launch
+    assert manifest is not None and launch is not None
+    root = (root or default_root(inspection)).rstrip("/") or "/"
+    folders = folders if folders is not None else this_computers_folders()
+    separator = "\\" if inspection.platform == "win32" else "/"
+    setup_keys = {f.source_key: f.key for f in inspection.setup}
+
+    def sub(text: str) -> str:
+        return _substitute(text, root, separator, folders, setup_keys)
+
+    warnings: list[str] = []
+    command = launch.command
+    if command not in RUNTIMES:
+        command = sub(command)  # a program inside the bundle: the reader checked it is ${__dirname}/...
+    reason = unsupported_runtime_reason(command)
+    if reason is not None:
+        warnings.append(f"the MCP will be SKIPPED by the analyzer: {reason}")
+    mcp: dict[str, Any] = {
+        "key": mcp_key(manifest.name),
+        "name": manifest.display_name or manifest.name,
+        "type": "command",
+        "command": command,
+        "args": [sub(a) for a in launch.args],
+    }
+    if launch.env:
+        mcp["env"] = {k: sub(v) for k, v in launch.env.items()}
+    document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": manifest.name}
+    if _SEMVER.match(manifest.version):
+        document["version"] = manifest.version
+    else:
+        warnings.append(f"version '{manifest.version}' is not semver, so the document carries none")
+    if manifest.description:
+        document["description"] = manifest.description
+    if inspection.setup:
+        document["setup"] = [_setup_entry(f) for f in inspection.setup]
+    document["mcps"] = [mcp]
+    return Conversion(document=document, warnings=warnings)
