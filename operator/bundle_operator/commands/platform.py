@@ -1,0 +1,102 @@
+"""bundlectl platform: run the reference platform, and check that bundlectl can reach a platform."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from bundle_operator.platform import kinds
+from bundle_operator.platform.client import ENV_TOKEN, ENV_URL, PlatformClient
+from bundle_operator.platform.errors import PlatformError
+from bundle_operator.platform.reference.context import DEFAULT_GITHUB_BASE_URL, ServerConfig
+from bundle_operator.platform.reference.server import serve
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add ``platform serve`` and ``platform check``."""
+    parser = sub.add_parser("platform", help="run or reach the agent platform")
+    actions = parser.add_subparsers(dest="platform_command", metavar="ACTION", required=True)
+
+    run = actions.add_parser("serve", help="run the reference platform (HTTP API v1 on a SQLite file)")
+    run.add_argument("--port", type=int, required=True, help="TCP port; 0 picks a free one")
+    run.add_argument(
+        "--db", type=Path, required=True, help="SQLite file; created when missing, kept across runs"
+    )
+    run.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    run.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every API call")
+    run.add_argument(
+        "--enable-fault-injection",
+        action="store_true",
+        help="add the /_admin/faults routes that make chosen calls fail or slow down (tests only)",
+    )
+    run.add_argument("--public-url", help="the gateway's public MCP base URL (default http://HOST:PORT/mcp)")
+    run.add_argument(
+        "--github-base-url",
+        default=DEFAULT_GITHUB_BASE_URL,
+        help=f"where GitHub skills' SKILL.md files are fetched from (default {DEFAULT_GITHUB_BASE_URL})",
+    )
+    run.set_defaults(func=_serve)
+
+    check = actions.add_parser("check", help="check that a platform answers, with the token if one is needed")
+    check.add_argument(
+        "--url", default=os.environ.get(ENV_URL), help=f"platform base URL (default ${ENV_URL})"
+    )
+    check.add_argument("--workspace", default="default", help="workspace to read from (default 'default')")
+    check.set_defaults(func=_check)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        print("bundlectl platform serve: --port must be 0..65535", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    config = ServerConfig(
+        db_path=args.db,
+        token=args.token,
+        fault_injection=args.enable_fault_injection,
+        public_url=args.public_url,
+        github_base_url=args.github_base_url,
+    )
+
+    def ready(url: str) -> None:
+        faults = ", fault injection on" if config.fault_injection else ""
+        print(f"reference platform listening on {url} (db {config.db_path}{faults})", flush=True)
+
+    try:
+        asyncio.run(serve(config, args.host, args.port, ready))
+    except OSError as exc:
+        print(
+            f"bundlectl platform serve: cannot listen on {args.host}:{args.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+async def _probe(url: str, token: str | None, workspace: str) -> int:
+    async with PlatformClient(url, token=token, timeout=5.0) as client:
+        await client.health()
+        page = await client.list_page(workspace, kinds.AGENTS, limit=1)
+    agents = f"{len(page.items)}{'+' if page.next_cursor else ''}"
+    print(f"platform at {url} answers; workspace '{workspace}' lists {agents} agent(s) on its first page")
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    if not args.url:
+        print(f"bundlectl platform check: give --url or set {ENV_URL}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return asyncio.run(_probe(args.url, os.environ.get(ENV_TOKEN) or None, args.workspace))
+    except PlatformError as exc:
+        print(f"bundlectl platform check: {exc}", file=sys.stderr)
+        return EXIT_FAILED

@@ -1,0 +1,122 @@
+"""The reference platform's aiohttp application: middlewares, routes and lifecycle."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from bundle_operator.platform.reference import endpoint_routes, faults
+from bundle_operator.platform.reference.agent_rules import AgentRules, ChannelRules, PolicyRules, TriggerRules
+from bundle_operator.platform.reference.bundle_rules import EndpointRules, GatewayBundleRules
+from bundle_operator.platform.reference.context import CONTEXT, Context, ServerConfig
+from bundle_operator.platform.reference.entity_routes import EntityRoutes
+from bundle_operator.platform.reference.gateway_routes import GatewayRoutes
+from bundle_operator.platform.reference.http import json_response
+from bundle_operator.platform.reference.kind_rules import KindRules
+from bundle_operator.platform.reference.mcp_rules import McpInstanceRules, McpServerRules
+from bundle_operator.platform.reference.problems import ApiError, problem_response
+from bundle_operator.platform.reference.secret_store import SecretRules
+from bundle_operator.platform.reference.skill_rules import SkillRules
+from bundle_operator.platform.reference.storage import Store
+
+log = logging.getLogger("bundle_operator.platform.reference")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+MAX_BODY = 8 * 1024 * 1024
+
+RULES: tuple[KindRules, ...] = (
+    McpServerRules(),
+    McpInstanceRules(),
+    SkillRules(),
+    AgentRules(),
+    ChannelRules(),
+    TriggerRules(),
+    PolicyRules(),
+    SecretRules(),
+    GatewayBundleRules(),
+    EndpointRules(),
+)
+
+
+@web.middleware
+async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer every failure as problem+json; unexpected errors are logged without request bodies."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return problem_response(exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+            exc.status, f"http_{exc.status}"
+        )
+        detail = {
+            404: f"there is no route {request.path}",
+            405: f"{request.method} is not allowed on {request.path}",
+        }.get(exc.status, exc.reason)
+        return problem_response(ApiError(exc.status, code, detail))
+    except Exception:
+        log.exception("unexpected error in %s %s", request.method, request.path)
+        return problem_response(ApiError(500, "internal_error", "the platform failed unexpectedly"))
+
+
+def auth_middleware(token: str | None) -> Middleware:
+    """Require ``Authorization: Bearer <token>`` on the API and admin routes when a token is set."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if token is None or request.path == "/healthz":
+            return await handler(request)
+        given = request.headers.get("Authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            raise ApiError(
+                401,
+                "unauthorized",
+                "send Authorization: Bearer <token> with the platform's token",
+                headers={"WWW-Authenticate": 'Bearer realm="platform"'},
+            )
+        return await handler(request)
+
+    return check
+
+
+async def health(request: web.Request) -> web.Response:
+    """GET /healthz: the server is up."""
+    return json_response({"status": "ok"})
+
+
+def create_app(config: ServerConfig) -> web.Application:
+    """The reference platform application for ``config``; the store opens on startup."""
+    middlewares: list[Middleware] = [problem_middleware, auth_middleware(config.token)]
+    if config.fault_injection:
+        middlewares.append(faults.fault_middleware)
+    app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY)
+    ctx = Context(config=config, store=Store(config.db_path))
+    if config.public_url:
+        ctx.public_url = config.public_url
+    app[CONTEXT] = ctx
+    app.router.add_get("/healthz", health)
+    for rules in RULES:
+        EntityRoutes(rules).register(app)
+    GatewayRoutes().register(app)
+    endpoint_routes.register(app)
+    if config.fault_injection:
+        faults.register(app)
+
+    async def open_store(app: web.Application) -> None:
+        await ctx.store.open()
+
+    async def close_all(app: web.Application) -> None:
+        if ctx.session is not None:
+            await ctx.session.close()
+        await ctx.store.close()
+
+    app.on_startup.append(open_store)
+    app.on_cleanup.append(close_all)
+    return app

@@ -1,0 +1,132 @@
+"""The gateway's rules: presented names, self-reference, prompt templates and size limits."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+from bundle_operator.platform.models import GatewayPromptPut
+from bundle_operator.platform.reference.context import Context
+from bundle_operator.platform.reference.problems import ApiError, conflict, refused
+
+# Kinds of the entries stored under a gateway bundle.
+MEMBER = "gw-member"
+TOOL = "gw-tool"
+MEMBER_PROMPT = "gw-member-prompt"
+MEMBER_RESOURCE = "gw-member-resource"
+PROMPT = "gw-prompt"
+RESOURCE = "gw-resource"
+
+MAX_PROMPTS = 100
+MAX_RESOURCES = 200
+MAX_PROMPT_TEXT = 64 * 1024
+MAX_RESOURCE = 256 * 1024
+MAX_RESOURCES_TOTAL = 4 * 1024 * 1024
+MAX_MEMBER_NAME = 64
+
+SEPARATOR = "__"
+_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+_MEMBER_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class _Place:
+    scheme: str
+    host: str
+    port: int
+    segments: tuple[str, ...]
+
+
+def _place(url: str) -> _Place | None:
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    # Percent-escapes, doubled and trailing slashes are other spellings of the same path.
+    segments = tuple(s for s in unquote(parts.path).split("/") if s)
+    return _Place(scheme, parts.hostname.lower().rstrip("."), port or _DEFAULT_PORTS[scheme], segments)
+
+
+def is_gateway_endpoint(url: str, public_url: str) -> bool:
+    """Whether ``url`` is ``{public_url}/{any name}/mcp`` however it is spelled."""
+    target, base = _place(url), _place(public_url)
+    if target is None or base is None:
+        return False
+    if (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port):
+        return False
+    prefix = base.segments
+    rest = target.segments[len(prefix) :]
+    return target.segments[: len(prefix)] == prefix and len(rest) == 2 and rest[1].lower() == "mcp"
+
+
+def check_not_self(ctx: Context, url: str, field: str) -> None:
+    """Refuse a member URL that would make the gateway call itself."""
+    if is_gateway_endpoint(url, ctx.public_url):
+        raise conflict(
+            "gateway_self_reference",
+            f"{field} is one of this gateway's own MCP endpoints; a bundle cannot include the gateway",
+            field=field,
+        )
+
+
+def check_member_name(name: str) -> None:
+    """Member names prefix presented names, so they are plain and never contain '__'."""
+    if not _MEMBER_NAME.match(name) or len(name) > MAX_MEMBER_NAME:
+        raise refused("member", f"must match [a-zA-Z0-9_-]+ and be at most {MAX_MEMBER_NAME} characters")
+    if SEPARATOR in name:
+        raise refused("member", "must not contain '__', which separates the member from the tool")
+
+
+def split_entry_id(entry_id: str) -> tuple[str, str] | None:
+    """(member, name) from ``member__name``, split at the first '__'."""
+    member, sep, name = entry_id.partition(SEPARATOR)
+    if not sep or not member or not name:
+        return None
+    return member, name
+
+
+def prompt_text_size(prompt: GatewayPromptPut) -> int:
+    """Bytes of message text in a prompt (embedded resources are counted with the resources)."""
+    return sum(len(m.text.encode()) for m in prompt.messages if m.text is not None)
+
+
+def check_prompt(prompt: GatewayPromptPut, resources: set[str]) -> None:
+    """Refuse a prompt whose name, placeholders or embedded resources the gateway cannot serve."""
+    if SEPARATOR in prompt.name:
+        raise refused("name", "a bundle prompt name must not contain '__' (that marks a member's prompt)")
+    declared: set[str] = set()
+    for i, argument in enumerate(prompt.arguments):
+        if argument.name in declared:
+            raise refused(f"arguments.{i}.name", f"'{argument.name}' is declared twice")
+        declared.add(argument.name)
+    for i, message in enumerate(prompt.messages):
+        if message.text is not None:
+            for placeholder in _PLACEHOLDER.findall(message.text):
+                if placeholder not in declared:
+                    raise refused(
+                        f"messages.{i}.text",
+                        f"the placeholder '{{{{{placeholder}}}}}' names no declared argument",
+                        code="undeclared_placeholder",
+                    )
+        elif message.resource not in resources:
+            raise refused(
+                f"messages.{i}.resource",
+                f"the bundle has no resource '{message.resource}'",
+                code="unknown_resource",
+            )
+    size = prompt_text_size(prompt)
+    if size > MAX_PROMPT_TEXT:
+        raise limit(
+            "messages", f"the prompt has {size} bytes of message text; the limit is {MAX_PROMPT_TEXT}"
+        )
+
+
+def limit(field: str, message: str) -> ApiError:
+    """A 422 for a write over one of the gateway's limits; nothing is truncated."""
+    return refused(field, message, code="limit_exceeded")
