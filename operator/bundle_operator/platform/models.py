@@ -12,7 +12,7 @@ import base64
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, WithJsonSchema, model_validator
 
 # Names that appear inside identifiers a client sees (member names, prompt names, tool names).
 SLUG_PATTERN = r"^[a-zA-Z0-9_-]+$"
@@ -28,6 +28,8 @@ EntityId = Annotated[str, Field(pattern=ID_PATTERN)]
 Slug = Annotated[str, Field(min_length=1, max_length=128, pattern=SLUG_PATTERN)]
 UrlName = Annotated[str, Field(pattern=URL_NAME_PATTERN)]
 Url = Annotated[str, Field(min_length=1, max_length=2048)]
+# A value the platform issues and shows once; SecretStr keeps it out of reprs and logs.
+IssuedSecret = Annotated[SecretStr, WithJsonSchema({"type": "string", "readOnly": True})]
 
 
 class ApiModel(BaseModel):
@@ -606,13 +608,13 @@ class Endpoint(Entity):
     profile: Literal["Default", "ChatGPT"]
     enabled: bool
     url: str
-    api_key: SecretStr | None = None
+    api_key: IssuedSecret | None = None
 
 
 class ApiKeyIssued(ApiModel):
     """A freshly issued endpoint API key; the old one stops working."""
 
-    api_key: SecretStr
+    api_key: IssuedSecret
 
 
 # --- Lists, errors, faults --------------------------------------------------------------------

@@ -1,0 +1,544 @@
+"""Build ``openapi.yaml`` from the route table below and the shared pydantic models.
+
+The schemas come from the same models the client sends and the reference platform validates,
+so the document cannot disagree with either. Regenerate after changing a model or a route:
+``python -m bundle_operator.platform.openapi_build > operator/bundle_operator/platform/openapi.yaml``
+(a test fails while the checked-in file is stale).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from bundle_operator.platform import kinds, models
+from bundle_operator.platform.client import page_of
+from bundle_operator.platform.reference.http import MAX_LIMIT, WORKSPACE_PATTERN
+
+OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
+WS = "/v1/workspaces/{workspace}"
+GW = WS + "/gateway-bundles/{bundle_id}"
+
+DESCRIPTION = """\
+The agent platform API v1, spoken by bundle-operator and served by its reference platform
+(`bundlectl platform serve`). Everything lives in a workspace: any name matching
+`^[a-z0-9][a-z0-9-]{0,62}$` exists on first use.
+
+Conventions:
+- **Create** (`POST` on a collection) accepts `Idempotency-Key`. Repeating a create with the same
+  key and body returns the entity the first call created (`200`, header `Idempotent-Replayed:
+  true`) instead of creating another; the same key with a different body answers `422
+  idempotency_key_reused`; a key whose entity was deleted since answers `404`.
+- Every entity has an `id` (a kind prefix such as `agt_`) and a `revision`, also sent as the
+  `ETag`. `PATCH` needs `If-Match` with the revision it is based on (`428` without it, `412`
+  when the entity moved on); `DELETE` honours `If-Match` when given. `PATCH` changes only the
+  fields present; `null` clears an optional field.
+- Errors are `application/problem+json` with a machine-readable `code`, a `detail`, and
+  `errors[]` naming the fields concerned (`field`, `message`, and `line` for SKILL.md). A `409`
+  names who holds the contested name or still refers to the entity in `holders`.
+- Lists are paginated: `limit` (1..500, default 100) and the `next_cursor` of the previous page
+  as `cursor`; `next_cursor` is null on the last page.
+- Secret values are write-only: secrets, bot tokens, context secrets go in and never come out.
+  Configuration values that are secret are passed as `{"secret_id": ...}` references. An
+  endpoint's API key is shown only in the answer to its create (and replays of it) and by
+  `POST .../api-key`, which issues a new one.
+- With a token configured, every route but `/healthz` needs `Authorization: Bearer <token>`.
+
+Platform rules the reference platform enforces: MCP server specs are checked per type, command
+runtimes are limited to npx, uvx, uv, python, python3, node, bunx and deno, and an env or header
+entry is secret when its declared `type` is `secret` (a name heuristic applies only when neither
+`type` nor `secret` is given); an instance must pass secret inputs by reference; a context
+secret (32..512 characters) is allowed on url servers only and shows as `context_signing`.
+Skills are parsed from SKILL.md front matter (a bad one answers 422 naming the line); GitHub
+skills are fetched from `https://github.com/<owner>/<repo>/tree/<ref>/<path>` through the
+server's configured raw-content base URL. Creating a cron trigger schedules it at once: it has
+no `enabled` field on create, and an installer that wants it off disables it with a `PATCH`.
+Agents are archived with `PATCH {"archived": true}`; archived agents take no new channels,
+triggers or policies. Deleting an entity another entity still refers to answers `409 in_use`.
+
+Gateway bundles follow the MCP gateway's rules: members are ordered and their tools are
+presented as `member__tool`; an `override_name` must match `[a-zA-Z0-9_-]+` and differ from every
+other presented name (`409 presented_name_taken` naming the holder, also when adding a member
+would clash); the member order must name every member exactly once (`422`); a member whose URL
+is one of the gateway's own endpoints (`{public_url}/{name}/mcp`, however spelled) answers `409`;
+a bundle holds at most 100 prompts and 200 resources, a prompt at most 64 KiB of message text, a
+resource at most 256 KiB and all resources together at most 4 MiB; prompt names have no `__`,
+placeholders `{{arg}}` must name declared arguments, embedded resources must exist and cannot
+be deleted while embedded; rename needs `force: true`.
+
+Discovery on the reference platform: it has no upstream MCP servers to ask, so what a member
+offers is the `catalog` (tools, prompts, resources) declared on the member instance's server
+spec. Changing the catalog with a `PATCH` stands in for a new discovery. Curation may be stored
+for a tool, prompt or resource the catalog does not list; it is shown with `stale: true`, is not
+served, and is kept for when the entry comes back.
+"""
+
+
+@dataclass(frozen=True)
+class Param:
+    """A path, query or header parameter."""
+
+    name: str
+    where: Literal["path", "query", "header"]
+    schema: dict[str, Any]
+    required: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of the API."""
+
+    method: str
+    path: str
+    op_id: str
+    summary: str
+    tag: str
+    request: type[BaseModel] | None = None
+    ok: int = 200
+    response: type[BaseModel] | None = None
+    params: tuple[Param, ...] = ()
+    errors: tuple[int, ...] = (400, 401, 404, 422)
+    also_ok: tuple[int, ...] = ()
+    etag: bool = False
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+
+def _path_params(path: str) -> tuple[Param, ...]:
+    params = []
+    for part in path.split("/"):
+        if part.startswith("{") and part.endswith("}"):
+            name = part[1:-1]
+            schema: dict[str, Any] = {"type": "string", "minLength": 1}
+            if name == "workspace":
+                schema["pattern"] = WORKSPACE_PATTERN.pattern
+            params.append(Param(name, "path", schema, required=True))
+        elif ":" in part and part.startswith("{"):
+            raise ValueError(part)
+    return tuple(params)
+
+
+PAGING = (
+    Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, description="page size"),
+    Param("cursor", "query", {"type": "string"}, description="next_cursor of the previous page"),
+)
+IDEMPOTENCY = Param(
+    "Idempotency-Key",
+    "header",
+    {"type": "string", "pattern": r"^[\x21-\x7e]{1,255}$"},
+    description="repeat a create safely: the same key returns the entity the first call created",
+)
+IF_MATCH_REQUIRED = Param(
+    "If-Match",
+    "header",
+    {"type": "string"},
+    required=True,
+    description='the revision the change is based on, e.g. "3"',
+)
+IF_MATCH = Param("If-Match", "header", {"type": "string"}, description="delete only at this revision")
+
+_FILTER_SCHEMAS: dict[str, dict[str, Any]] = {"archived": {"type": "boolean"}}
+
+
+def _entity_ops(kind: kinds.Kind[Any, Any, Any]) -> list[Op]:
+    singular = kind.path.rstrip("s").replace("-", " ")
+    tag = kind.path
+    op_name = kind.path.replace("-", "_")
+    collection = f"{WS}/{kind.path}"
+    item = f"{collection}/{{entity_id}}"
+    filters = tuple(
+        Param(
+            f, "query", _FILTER_SCHEMAS.get(f, {"type": "string"}), description=f"only entities with this {f}"
+        )
+        for f in kind.filters
+    )
+    return [
+        Op(
+            "post",
+            collection,
+            f"create_{op_name}",
+            f"Create a {singular}",
+            tag,
+            request=kind.create,
+            ok=201,
+            also_ok=(200,),
+            response=kind.entity,
+            params=(IDEMPOTENCY,),
+            errors=(400, 401, 404, 409, 422, 502) if kind is kinds.SKILLS else (400, 401, 404, 409, 422),
+            etag=True,
+        ),
+        Op(
+            "get",
+            collection,
+            f"list_{op_name}",
+            f"List {kind.path}",
+            tag,
+            response=page_of(kind.entity),
+            params=PAGING + filters,
+        ),
+        Op("get", item, f"get_{op_name}", f"Get a {singular}", tag, response=kind.entity, etag=True),
+        Op(
+            "patch",
+            item,
+            f"update_{op_name}",
+            f"Update a {singular}",
+            tag,
+            request=kind.update,
+            response=kind.entity,
+            params=(IF_MATCH_REQUIRED,),
+            errors=(400, 401, 404, 409, 412, 422, 428, 502)
+            if kind is kinds.SKILLS
+            else (400, 401, 404, 409, 412, 422, 428),
+            etag=True,
+        ),
+        Op(
+            "delete",
+            item,
+            f"delete_{op_name}",
+            f"Delete a {singular}",
+            tag,
+            ok=204,
+            params=(IF_MATCH,),
+            errors=(400, 401, 404, 409, 412, 422),
+        ),
+    ]
+
+
+def operations() -> list[Op]:
+    """Every operation of the API, in document order."""
+    m = models
+    ops: list[Op] = [
+        Op("get", "/healthz", "health", "Is the platform up", "health", response=m.Health, errors=())
+    ]
+    for kind in kinds.ALL_KINDS:
+        ops.extend(_entity_ops(kind))
+    g = "gateway-bundles"
+    ops += [
+        Op(
+            "post",
+            f"{WS}/endpoints/{{entity_id}}/api-key",
+            "issue_endpoint_api_key",
+            "Issue a new API key for an ApiKey endpoint (the old one stops working)",
+            "endpoints",
+            response=m.ApiKeyIssued,
+            errors=(400, 401, 404, 409, 422),
+        ),
+        Op(
+            "post",
+            f"{GW}/rename",
+            "rename_gateway_bundle",
+            "Rename a bundle (needs force)",
+            g,
+            request=m.GatewayRename,
+            response=m.GatewayBundle,
+            errors=(400, 401, 404, 409, 422),
+            etag=True,
+        ),
+        Op(
+            "get",
+            f"{GW}/members",
+            "list_gateway_members",
+            "List members in order",
+            g,
+            response=page_of(m.GatewayMember),
+            params=PAGING,
+        ),
+        Op(
+            "put",
+            f"{GW}/members:order",
+            "order_gateway_members",
+            "Set the whole member order",
+            g,
+            request=m.GatewayMemberOrder,
+            response=page_of(m.GatewayMember),
+        ),
+        Op(
+            "put",
+            f"{GW}/members/{{member}}",
+            "put_gateway_member",
+            "Add or change a member",
+            g,
+            request=m.GatewayMemberPut,
+            response=m.GatewayMember,
+            errors=(400, 401, 404, 409, 422),
+        ),
+        Op(
+            "delete",
+            f"{GW}/members/{{member}}",
+            "delete_gateway_member",
+            "Remove a member and its curation",
+            g,
+            ok=204,
+        ),
+        Op(
+            "get",
+            f"{GW}/tools",
+            "list_gateway_tools",
+            "List the tools the bundle can serve",
+            g,
+            response=page_of(m.GatewayTool),
+            params=PAGING,
+        ),
+        Op(
+            "get",
+            f"{GW}/tools/{{tool_id}}",
+            "get_gateway_tool",
+            "Get one tool (id member__tool)",
+            g,
+            response=m.GatewayTool,
+        ),
+        Op(
+            "put",
+            f"{GW}/tools/{{tool_id}}",
+            "put_gateway_tool",
+            "Replace a tool's curation",
+            g,
+            request=m.GatewayToolCuration,
+            response=m.GatewayTool,
+            errors=(400, 401, 404, 409, 422),
+        ),
+        Op(
+            "get",
+            f"{GW}/member-prompts",
+            "list_gateway_member_prompts",
+            "List members' prompts",
+            g,
+            response=page_of(m.GatewayMemberPrompt),
+            params=PAGING,
+        ),
+        Op(
+            "put",
+            f"{GW}/member-prompts/{{entry_id}}",
+            "put_gateway_member_prompt",
+            "Curate a member's prompt (id member__prompt)",
+            g,
+            request=m.GatewayEntryCuration,
+            response=m.GatewayMemberPrompt,
+        ),
+        Op(
+            "get",
+            f"{GW}/member-resources",
+            "list_gateway_member_resources",
+            "List members' resources",
+            g,
+            response=page_of(m.GatewayMemberResource),
+            params=PAGING,
+        ),
+        Op(
+            "put",
+            f"{GW}/member-resources/{{entry_id}}",
+            "put_gateway_member_resource",
+            "Curate a member's resource (id: member, '__', the URI in unpadded base64url)",
+            g,
+            request=m.GatewayEntryCuration,
+            response=m.GatewayMemberResource,
+        ),
+        Op(
+            "get",
+            f"{GW}/prompts",
+            "list_gateway_prompts",
+            "List the bundle's prompts in name order",
+            g,
+            response=page_of(m.GatewayPrompt),
+            params=PAGING,
+        ),
+        Op(
+            "get",
+            f"{GW}/prompts/{{name}}",
+            "get_gateway_prompt",
+            "Get a bundle prompt",
+            g,
+            response=m.GatewayPrompt,
+        ),
+        Op(
+            "put",
+            f"{GW}/prompts/{{name}}",
+            "put_gateway_prompt",
+            "Create or replace a bundle prompt",
+            g,
+            request=m.GatewayPromptPut,
+            response=m.GatewayPrompt,
+            also_ok=(201,),
+        ),
+        Op("delete", f"{GW}/prompts/{{name}}", "delete_gateway_prompt", "Delete a bundle prompt", g, ok=204),
+        Op(
+            "get",
+            f"{GW}/resources",
+            "list_gateway_resources",
+            "List the bundle's resources in name order",
+            g,
+            response=page_of(m.GatewayResource),
+            params=PAGING,
+        ),
+        Op(
+            "get",
+            f"{GW}/resources/{{name}}",
+            "get_gateway_resource",
+            "Get a bundle resource (the name may contain '/')",
+            g,
+            response=m.GatewayResource,
+        ),
+        Op(
+            "put",
+            f"{GW}/resources/{{name}}",
+            "put_gateway_resource",
+            "Create or replace a bundle resource",
+            g,
+            request=m.GatewayResourcePut,
+            response=m.GatewayResource,
+            also_ok=(201,),
+        ),
+        Op(
+            "delete",
+            f"{GW}/resources/{{name}}",
+            "delete_gateway_resource",
+            "Delete a bundle resource (409 while a prompt embeds it)",
+            g,
+            ok=204,
+            errors=(400, 401, 404, 409, 422),
+        ),
+        Op(
+            "post",
+            "/_admin/faults",
+            "add_fault",
+            "Arm a fault (only with --enable-fault-injection)",
+            "admin",
+            request=m.FaultSpec,
+            ok=201,
+            response=m.Fault,
+            errors=(400, 401, 422),
+        ),
+        Op(
+            "get",
+            "/_admin/faults",
+            "list_faults",
+            "List armed faults (only with --enable-fault-injection)",
+            "admin",
+            response=page_of(m.Fault),
+            errors=(401,),
+        ),
+        Op(
+            "delete",
+            "/_admin/faults",
+            "clear_faults",
+            "Disarm every fault (only with --enable-fault-injection)",
+            "admin",
+            ok=204,
+            errors=(401,),
+        ),
+    ]
+    return ops
+
+
+_REASONS = {
+    200: "OK",
+    201: "Created",
+    204: "No content",
+    400: "Malformed request (body not JSON, bad If-Match)",
+    401: "Missing or wrong bearer token",
+    404: "No such entity, entry or route",
+    409: "Conflicts with the platform's state: a name is held, the entity is in use, ...",
+    412: "The entity moved past the If-Match revision",
+    422: "Refused by the platform's rules; errors[] names the fields",
+    428: "If-Match is required",
+    502: "Fetching a GitHub skill failed",
+}
+
+
+def _schema_ref(model: type[BaseModel]) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def build() -> dict[str, Any]:
+    """The OpenAPI document as a dict."""
+    ops = operations()
+    wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = [(models.Problem, "serialization")]
+    for op in ops:
+        if op.request is not None:
+            wanted.append((op.request, "validation"))
+        if op.response is not None:
+            wanted.append((op.response, "serialization"))
+    keys, schemas = models_json_schema(
+        list(dict.fromkeys(wanted)), ref_template="#/components/schemas/{model}"
+    )
+    paths: dict[str, dict[str, Any]] = {}
+    for op in ops:
+        responses: dict[str, Any] = {}
+        for status in sorted({op.ok, *op.also_ok}):
+            response: dict[str, Any] = {"description": _REASONS[status]}
+            if op.response is not None and status != 204:
+                response["content"] = {"application/json": {"schema": keys[(op.response, "serialization")]}}
+            if op.etag and status != 204:
+                response["headers"] = {
+                    "ETag": {"description": "the revision, quoted", "schema": {"type": "string"}}
+                }
+            responses[str(status)] = response
+        for status in op.errors:
+            responses[str(status)] = {
+                "description": _REASONS[status],
+                "content": {"application/problem+json": {"schema": _schema_ref(models.Problem)}},
+            }
+        responses["default"] = {
+            "description": "Any other failure (5xx, 429 with Retry-After, injected faults)",
+            "content": {"application/problem+json": {"schema": _schema_ref(models.Problem)}},
+        }
+        operation: dict[str, Any] = {
+            "operationId": op.op_id,
+            "summary": op.summary,
+            "tags": [op.tag],
+        }
+        parameters = [*_path_params(op.path), *op.params]
+        if parameters:
+            operation["parameters"] = [
+                {"name": p.name, "in": p.where, "required": p.required, "schema": p.schema}
+                | ({"description": p.description} if p.description else {})
+                for p in parameters
+            ]
+        if op.request is not None:
+            operation["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": keys[(op.request, "validation")]}},
+            }
+        operation["responses"] = responses
+        if op.path == "/healthz":
+            operation["security"] = []
+        paths.setdefault(op.path, {})[op.method] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Agent platform API", "version": "1.0.0", "description": DESCRIPTION},
+        "servers": [{"url": "http://127.0.0.1:8080", "description": "a local reference platform"}],
+        "security": [{"bearerAuth": []}, {}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
+            "schemas": schemas.get("$defs", {}),
+        },
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes multi-line text as literal blocks so the description reads as written."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _text)
+
+
+def render() -> str:
+    """The OpenAPI document as YAML text."""
+    header = "# Generated by `python -m bundle_operator.platform.openapi_build`: edit the models or routes.\n"
+    return header + yaml.dump(build(), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
