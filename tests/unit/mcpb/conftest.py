@@ -1,0 +1,35 @@
+"""Fixtures for the .mcpb tests: write archive bytes to a file and inspect it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundle_operator.mcpb import Inspection, inspect_file
+
+FOLDERS = {
+    "HOME": "/home/ann",
+    "DESKTOP": "/home/ann/Desktop",
+    "DOCUMENTS": "/home/ann/Documents",
+    "DOWNLOADS": "/home/ann/Downloads",
+}
+
+Inspect = Callable[..., Inspection]
+
+
+@pytest.fixture
+def inspect_bytes(tmp_path: Path) -> Inspect:
+    """Write ``data`` to a fresh .mcpb file and inspect it (on linux unless told otherwise)."""
+    counter = iter(range(1_000_000))
+
+    def run(data: bytes, **kwargs: Any) -> Inspection:
+        path = tmp_path / f"archive-{next(counter)}.mcpb"
+        path.write_bytes(data)
+        kwargs.setdefault("platform", "linux")
+        kwargs.setdefault("folders", FOLDERS)
+        return inspect_file(path, **kwargs)
+
+    return run

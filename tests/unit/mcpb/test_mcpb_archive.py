@@ -1,0 +1,290 @@
+"""Archive-level rules: sizes, counts, entry types and names, encryption, bombs, broken zips."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import stat
+import struct
+import warnings
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from bundle_operator.mcpb import Limits, inspect_file
+
+from .conftest import Inspect
+from .craft import RawEntry, build, honest_entries, link_attr, manifest_entry, write_zip, zero_bomb_stream
+
+MiB = 1024 * 1024
+
+
+def test_an_honest_archive_is_accepted_and_its_sha256_is_the_files(tmp_path: Path) -> None:
+    path = build(tmp_path / "ok.mcpb")
+    result = inspect_file(path, platform="linux")
+    assert (result.verdict, result.code, result.reason) == ("accepted", None, None)
+    assert result.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert result.signature is not None and result.signature.status == "unsigned"
+
+
+def test_entries_without_file_type_bits_are_regular_files(inspect_bytes: Inspect) -> None:
+    # The official packer writes `mode & 0o777` only: no S_IFREG. That must read as a plain file.
+    entries = [manifest_entry(), RawEntry("server/index.js", b"x", external_attr=0o755 << 16)]
+    result = inspect_bytes(write_zip(entries))
+    assert result.verdict == "accepted"
+    (index,) = [e for e in result.entries if e.name == "server/index.js"]
+    assert index.executable and not index.is_dir
+
+
+def test_explicit_regular_files_and_folders_are_accepted(inspect_bytes: Inspect) -> None:
+    entries = [
+        manifest_entry(),
+        RawEntry("server/", b"", method=0, external_attr=(stat.S_IFDIR | 0o755) << 16),
+        RawEntry("server/index.js", b"x", external_attr=(stat.S_IFREG | 0o644) << 16),
+        RawEntry("docs/readme.txt", b"dos", create_system=0, external_attr=0x20),
+        RawEntry("assets/", b"", method=0, create_system=0, external_attr=0x10),
+    ]
+    assert inspect_bytes(write_zip(entries)).verdict == "accepted"
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("../evil.js", "escapes the archive"),
+        ("server/../../evil.js", "escapes the archive"),
+        ("/etc/passwd", "absolute path"),
+        ("C:/Windows/evil.dll", "absolute path"),
+        ("server\\evil.js", "backslash"),
+        ("server//evil.js", "empty or '.' path component"),
+        ("server/./evil.js", "empty or '.' path component"),
+        ("bad\nname.js", "control character"),
+        ("x" * 300 + ".js", "too long"),
+    ],
+)
+def test_unsafe_entry_names_are_refused(inspect_bytes: Inspect, name: str, fragment: str) -> None:
+    result = inspect_bytes(write_zip([*honest_entries(), RawEntry(name, b"boom")]))
+    assert (result.verdict, result.code) == ("refused", "entry_path")
+    assert fragment in (result.reason or "")
+
+
+def test_a_symbolic_link_is_refused(inspect_bytes: Inspect) -> None:
+    entry = RawEntry("server/link", b"/etc/passwd", method=0, external_attr=link_attr())
+    result = inspect_bytes(write_zip([*honest_entries(), entry]))
+    assert (result.verdict, result.code) == ("refused", "entry_link")
+    assert "server/link" in (result.reason or "")
+
+
+def test_a_windows_reparse_point_is_refused(inspect_bytes: Inspect) -> None:
+    entry = RawEntry("server/junction", b"", create_system=0, external_attr=0x400)
+    assert inspect_bytes(write_zip([*honest_entries(), entry])).code == "entry_link"
+
+
+@pytest.mark.parametrize("kind", [stat.S_IFIFO, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFSOCK])
+def test_special_files_are_refused(inspect_bytes: Inspect, kind: int) -> None:
+    entry = RawEntry("server/dev", b"", external_attr=(kind | 0o644) << 16)
+    assert inspect_bytes(write_zip([*honest_entries(), entry])).code == "entry_type"
+
+
+def test_a_folder_named_like_a_file_is_refused(inspect_bytes: Inspect) -> None:
+    entry = RawEntry("server/lib", b"", method=0, external_attr=(stat.S_IFDIR | 0o755) << 16)
+    assert inspect_bytes(write_zip([*honest_entries(), entry])).code == "entry_type"
+
+
+@pytest.mark.parametrize(("flags", "method"), [(0x1, 8), (0x41, 8), (0x1, 99)])
+def test_encrypted_entries_are_refused(inspect_bytes: Inspect, flags: int, method: int) -> None:
+    entry = RawEntry("server/secret.js", b"x", flags=flags, method=method)
+    result = inspect_bytes(write_zip([*honest_entries(), entry]))
+    assert (result.code, result.reason) == ("entry_encrypted", "entry 'server/secret.js' is encrypted")
+
+
+def test_an_unknown_compression_method_is_refused(inspect_bytes: Inspect) -> None:
+    entry = RawEntry("server/x.js", b"x", method=12, compressed=b"BZh9")
+    assert inspect_bytes(write_zip([*honest_entries(), entry])).code == "entry_compression"
+
+
+def test_duplicate_names_are_refused(inspect_bytes: Inspect) -> None:
+    entries = [*honest_entries(), RawEntry("server/index.js", b"console.log('other')")]
+    result = inspect_bytes(write_zip(entries))
+    assert (result.code, result.reason) == (
+        "entry_duplicate",
+        "entry 'server/index.js' appears more than once",
+    )
+
+
+def test_a_file_and_a_folder_of_the_same_name_are_refused(inspect_bytes: Inspect) -> None:
+    entries = [*honest_entries(), RawEntry("lib", b"file"), RawEntry("lib/inner.js", b"x")]
+    assert inspect_bytes(write_zip(entries)).code == "entry_duplicate"
+
+
+@pytest.mark.parametrize("other", ["SERVER/index.js", "server/INDEX.js", "Server/Index.JS"])
+def test_names_differing_only_in_case_are_refused(inspect_bytes: Inspect, other: str) -> None:
+    result = inspect_bytes(write_zip([*honest_entries(), RawEntry(other, b"x")]))
+    assert result.code == "entry_case_collision"
+    assert other in (result.reason or "")
+
+
+def test_names_differing_only_in_unicode_form_are_refused(inspect_bytes: Inspect) -> None:
+    composed, decomposed = "caf\u00e9.txt", "cafe\u0301.txt"
+    entries = [
+        *honest_entries(),
+        RawEntry(composed, b"1", flags=0x800),
+        RawEntry(decomposed, b"2", flags=0x800),
+    ]
+    assert inspect_bytes(write_zip(entries)).code == "entry_case_collision"
+
+
+def test_a_file_over_128_mib_is_refused_before_reading_it(tmp_path: Path) -> None:
+    path = tmp_path / "big.mcpb"
+    with path.open("wb") as f:  # sparse: costs no disk
+        f.truncate(128 * MiB + 1)
+    result = inspect_file(path, platform="linux")
+    assert (result.verdict, result.code) == ("refused", "file_too_large")
+    assert result.signature is None and result.manifest is None
+    assert len(result.sha256) == 64
+
+
+def test_more_than_20000_files_are_refused(inspect_bytes: Inspect) -> None:
+    entries = [*honest_entries(), *(RawEntry(f"data/{i:05}.txt", b"", method=0) for i in range(19_999))]
+    result = inspect_bytes(write_zip(entries))
+    assert (result.code, result.reason) == ("too_many_files", "the archive has 20001 entries; at most 20000")
+
+
+def test_exactly_20000_files_are_accepted(inspect_bytes: Inspect) -> None:
+    entries = [*honest_entries(), *(RawEntry(f"data/{i:05}.txt", b"", method=0) for i in range(19_998))]
+    assert inspect_bytes(write_zip(entries)).verdict == "accepted"
+
+
+def test_declared_sizes_over_512_mib_are_refused_without_inflating(inspect_bytes: Inspect) -> None:
+    # Honest headers, real size: six entries of 100 MiB of zeros each (a ~600 KiB archive).
+    bomb = zero_bomb_stream(100)
+    entries = [*honest_entries()]
+    for i in range(6):
+        entries.append(RawEntry(f"data/{i}.bin", b"", compressed=bomb, declared_size=100 * MiB, crc=0))
+    result = inspect_bytes(write_zip(entries))
+    assert (result.code, result.reason) == (
+        "unpacked_too_large",
+        "the archive declares more than 536870912 bytes unpacked",
+    )
+
+
+def test_a_bomb_whose_header_lies_is_refused_at_its_declared_size(inspect_bytes: Inspect) -> None:
+    # 1 GiB of zeros claiming to be 1 KiB: refused as soon as it passes its claim.
+    entry = RawEntry("data/small.txt", b"", compressed=zero_bomb_stream(1024), declared_size=1024, crc=0)
+    result = inspect_bytes(write_zip([*honest_entries(), entry]))
+    assert result.code == "entry_size_mismatch"
+    assert result.reason == "entry 'data/small.txt' inflates to more than the 1024 bytes it declares"
+
+
+def test_real_unpacked_bytes_count_against_a_limit(inspect_bytes: Inspect) -> None:
+    # Each header honest, the total over a (lowered) limit: the counter, not the headers, refuses.
+    limits = Limits(max_unpacked_bytes=8 * MiB)
+    entries = [*honest_entries()]
+    entries += [RawEntry(f"data/{i}.bin", bytes(3 * MiB)) for i in range(3)]
+    data = write_zip(entries)
+    assert inspect_bytes(data, limits=Limits(max_unpacked_bytes=10 * MiB)).verdict == "accepted"
+    assert inspect_bytes(data, limits=limits).code == "unpacked_too_large"
+
+
+def test_an_entry_shorter_than_declared_is_refused(inspect_bytes: Inspect) -> None:
+    entry = RawEntry("data/a.txt", b"short", declared_size=500)
+    assert inspect_bytes(write_zip([*honest_entries(), entry])).code == "entry_size_mismatch"
+
+
+def test_a_crc_mismatch_is_refused(inspect_bytes: Inspect) -> None:
+    entry = RawEntry("data/a.txt", b"hello", crc=12345)
+    result = inspect_bytes(write_zip([*honest_entries(), entry]))
+    assert (result.code, result.reason) == ("entry_corrupt", "entry 'data/a.txt' fails its CRC check")
+
+
+def test_broken_deflate_is_refused(inspect_bytes: Inspect) -> None:
+    entry = RawEntry("data/a.txt", b"hello", compressed=b"\xff\xff\xff\xff")
+    assert inspect_bytes(write_zip([*honest_entries(), entry])).code == "entry_corrupt"
+
+
+def test_a_manifest_over_1_mib_is_refused(inspect_bytes: Inspect, tmp_path: Path) -> None:
+    from .craft import base_manifest
+
+    big = base_manifest(long_description="x" * (1024 * 1024))
+    result = inspect_file(build(tmp_path / "m.mcpb", big), platform="linux")
+    assert (result.code, result.reason) == (
+        "manifest_too_large",
+        "manifest.json is larger than 1048576 bytes",
+    )
+
+
+def test_a_manifest_that_lies_about_its_size_is_refused(inspect_bytes: Inspect) -> None:
+    entry = RawEntry("manifest.json", b"", compressed=zero_bomb_stream(4), declared_size=100, crc=0)
+    entries = [entry, RawEntry("server/index.js", b"x")]
+    assert inspect_bytes(write_zip(entries)).code == "entry_size_mismatch"
+
+
+def test_an_archive_without_a_manifest_is_refused(inspect_bytes: Inspect) -> None:
+    result = inspect_bytes(write_zip([RawEntry("server/index.js", b"x")]))
+    assert (result.code, result.manifest) == ("manifest_missing", None)
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b"", "zip_malformed"),
+        (b"not a zip at all", "zip_malformed"),
+        (b"\x00" * 100_000, "zip_malformed"),
+    ],
+)
+def test_non_zip_files_are_refused(inspect_bytes: Inspect, data: bytes, code: str) -> None:
+    result = inspect_bytes(data)
+    assert (result.verdict, result.code) == ("refused", code)
+    assert result.sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_bytes_after_the_zip_are_refused(inspect_bytes: Inspect) -> None:
+    data = write_zip(honest_entries()) + b"trailing junk"
+    result = inspect_bytes(data)
+    assert (result.code, result.reason) == ("zip_malformed", "the file has bytes after the end of the zip")
+
+
+def test_data_before_the_zip_is_refused(inspect_bytes: Inspect) -> None:
+    # A self-extracting stub in front shifts every offset; the reader accepts no hidden prefix.
+    assert inspect_bytes(b"#!/bin/sh\nexit 0\n" + write_zip(honest_entries())).code == "zip_malformed"
+
+
+def test_a_truncated_archive_is_refused(inspect_bytes: Inspect) -> None:
+    data = write_zip(honest_entries())
+    assert inspect_bytes(data[: len(data) // 2]).verdict == "refused"
+
+
+def test_overlapping_entries_are_refused(inspect_bytes: Inspect) -> None:
+    # The quoted-overlap bomb shape: b.txt's local header also sits inside a.txt's stored data,
+    # and b's central record points there, so both entries would read the same bytes.
+    local_b = write_zip([RawEntry("b.txt", b"hello", method=0)])
+    local_b = local_b[: local_b.find(b"PK\x01\x02")]
+    data = bytearray(
+        write_zip(
+            [*honest_entries(), RawEntry("a.txt", local_b, method=0), RawEntry("b.txt", b"hello", method=0)]
+        )
+    )
+    inside_a = data.find(local_b)
+    struct.pack_into("<I", data, data.rfind(b"PK\x01\x02") + 42, inside_a)
+    result = inspect_bytes(bytes(data))
+    assert (result.code, result.reason) == ("zip_malformed", "entry 'b.txt' overlaps another entry")
+
+
+def test_a_central_name_that_differs_from_the_local_one_is_refused(inspect_bytes: Inspect) -> None:
+    data = bytearray(write_zip([*honest_entries(), RawEntry("aaaa.txt", b"x")]))
+    local = data.find(b"aaaa.txt")
+    data[local : local + 8] = b"../a.txt"
+    assert inspect_bytes(bytes(data)).code == "zip_malformed"
+
+
+def test_python_zipfile_archives_with_zip64_extras_are_read(tmp_path: Path) -> None:
+    from .craft import base_manifest
+
+    path = tmp_path / "z64.mcpb"
+    buf = io.BytesIO()
+    with warnings.catch_warnings(), zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("manifest.json", "w", force_zip64=True) as f:
+            f.write(__import__("json").dumps(base_manifest()).encode())
+        zf.writestr("server/index.js", b"x")
+    path.write_bytes(buf.getvalue())
+    assert inspect_file(path, platform="linux").verdict == "accepted"
