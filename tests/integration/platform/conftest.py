@@ -1,0 +1,126 @@
+"""Fixtures for the platform tests: the reference platform as a real subprocess on loopback,
+a GitHub stand-in serving SKILL.md files, and clients pointed at them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.retry import RetryPolicy
+
+TOKEN = "test-token-not-secret"
+BUNDLECTL = str(Path(sys.executable).with_name("bundlectl"))
+FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05, max_retry_after=2.0)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class GitHubStub:
+    """Serves ``files`` (path -> SKILL.md text) like raw.githubusercontent.com; other paths 404."""
+
+    url: str
+    files: dict[str, str] = field(default_factory=dict)
+    fail_with: int | None = None
+
+
+@pytest.fixture(scope="session")
+def github() -> Iterator[GitHubStub]:
+    stub = GitHubStub(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if stub.fail_with is not None:
+                self.send_response(stub.fail_with)
+                self.end_headers()
+                return
+            body = stub.files.get(self.path)
+            if body is None:
+                self.send_response(404)
+                self.end_headers()
+                return
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield stub
+    server.shutdown()
+    server.server_close()
+
+
+@dataclass
+class PlatformProcess:
+    """A running ``bundlectl platform serve``."""
+
+    process: subprocess.Popen[str]
+    url: str
+    db: Path
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=20)
+
+
+def start_platform(db: Path, *extra: str) -> PlatformProcess:
+    """Start the reference platform on a free loopback port and wait until it listens."""
+    command = [BUNDLECTL, "platform", "serve", "--port", "0", "--db", str(db), *extra]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if "listening on " not in line:
+        process.kill()
+        _, err = process.communicate(timeout=10)
+        raise RuntimeError(f"the platform did not start: {line!r} {err[-2000:]}")
+    url = line.split("listening on ", 1)[1].split()[0]
+    return PlatformProcess(process, url, db)
+
+
+@pytest.fixture(scope="session")
+def platform(tmp_path_factory: pytest.TempPathFactory, github: GitHubStub) -> Iterator[PlatformProcess]:
+    db = tmp_path_factory.mktemp("platform") / "platform.db"
+    running = start_platform(
+        db, "--token", TOKEN, "--enable-fault-injection", "--github-base-url", github.url
+    )
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def ws() -> str:
+    """A fresh workspace per test, so tests never see each other's entities."""
+    return f"t-{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture
+async def client(platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
+    async with PlatformClient(platform.url, token=TOKEN, timeout=10.0, retry=FAST_RETRY) as c:
+        yield c
+    # Faults are server-wide: a test that armed some must not leave them for the next one.
+    async with PlatformClient(platform.url, token=TOKEN) as admin:
+        await admin.request("DELETE", "/_admin/faults", safe=True)

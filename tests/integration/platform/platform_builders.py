@@ -1,0 +1,107 @@
+"""Small builders for platform entities used across the platform tests."""
+
+from __future__ import annotations
+
+import uuid
+
+from pydantic import SecretStr
+
+from bundle_operator.platform import kinds
+from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.models import (
+    Agent,
+    AgentCreate,
+    Catalog,
+    CatalogPrompt,
+    CatalogResource,
+    CatalogTool,
+    GatewayBundle,
+    GatewayBundleCreate,
+    McpInstance,
+    McpInstanceCreate,
+    McpServer,
+    McpServerCreate,
+    Secret,
+    SecretCreate,
+    SecretRef,
+)
+
+SKILL_MD = """---
+name: triage
+description: Sort incoming issues by area and urgency.
+---
+# Triage
+
+Read the issue, pick labels.
+"""
+
+
+def key() -> str:
+    """A fresh idempotency key."""
+    return uuid.uuid4().hex
+
+
+async def secret(
+    client: PlatformClient, ws: str, value: str = "ghp_" + "x" * 36, name: str = "token"
+) -> Secret:
+    return await client.create(
+        ws, kinds.SECRETS, SecretCreate(name=name, value=SecretStr(value)), idempotency_key=key()
+    )
+
+
+async def command_server(client: PlatformClient, ws: str, name: str = "github") -> McpServer:
+    body = McpServerCreate.model_validate(
+        {
+            "name": name,
+            "type": "command",
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-github"],
+            "env_schema": [
+                {"name": "GITHUB_TOKEN", "type": "secret"},
+                {"name": "GITHUB_ORG", "type": "string", "required": False},
+            ],
+        }
+    )
+    return await client.create(ws, kinds.MCP_SERVERS, body, idempotency_key=key())
+
+
+async def url_server(
+    client: PlatformClient,
+    ws: str,
+    name: str = "weather",
+    url: str = "https://weather.example.com/mcp",
+    tools: tuple[str, ...] = ("forecast", "current_conditions"),
+    prompts: tuple[str, ...] = (),
+    resources: tuple[str, ...] = (),
+) -> McpServer:
+    body = McpServerCreate(
+        name=name,
+        type="url",
+        endpoint_url=url,
+        catalog=Catalog(
+            tools=[CatalogTool(name=t, description=f"the {t} tool") for t in tools],
+            prompts=[CatalogPrompt(name=p) for p in prompts],
+            resources=[CatalogResource(uri=r) for r in resources],
+        ),
+    )
+    return await client.create(ws, kinds.MCP_SERVERS, body, idempotency_key=key())
+
+
+async def instance(
+    client: PlatformClient, ws: str, server: McpServer, name: str | None = None
+) -> McpInstance:
+    env: dict[str, str | SecretRef] = {}
+    if server.type == "command":
+        env["GITHUB_TOKEN"] = SecretRef(secret_id=(await secret(client, ws)).id)
+    body = McpInstanceCreate(server_id=server.id, name=name or server.name, env=env)
+    return await client.create(ws, kinds.MCP_INSTANCES, body, idempotency_key=key())
+
+
+async def agent(client: PlatformClient, ws: str, name: str = "Triage bot", **fields: object) -> Agent:
+    body = AgentCreate.model_validate({"name": name, "model": "gpt-5"} | fields)
+    return await client.create(ws, kinds.AGENTS, body, idempotency_key=key())
+
+
+async def bundle(client: PlatformClient, ws: str, name: str = "assistant") -> GatewayBundle:
+    body = GatewayBundleCreate(name=name, description="Weather and notes")
+    return await client.create(ws, kinds.GATEWAY_BUNDLES, body, idempotency_key=key())
