@@ -112,6 +112,12 @@ def _parse(der: bytes) -> ParsedSignature:
         certificate = x509.load_der_x509_certificate(cert_der)
     except ValueError:
         raise _Invalid("the signer's certificate cannot be read") from None
+    if certificate.issuer == certificate.subject:
+        # A self-issued certificate can be checked against itself; one that fails was altered.
+        try:
+            certificate.verify_directly_issued_by(certificate)
+        except (InvalidSignature, ValueError, TypeError):
+            raise _Invalid("the signer's self-signed certificate does not verify (it was altered)") from None
     return ParsedSignature(digest_algorithm, signer, certificate, cert_der)
 
 
