@@ -16,7 +16,7 @@ from bundle_operator.document import placeholders
 from bundle_operator.document.issues import Code, Issue, blocking, warning
 from bundle_operator.document.keys import KEY_PATTERN
 from bundle_operator.document.models import Bundle, SetupField
-from bundle_operator.document.pointer import join_pointer
+from bundle_operator.document.pointer import join_pointer, to_pointer
 from bundle_operator.document.urls import url_problem
 
 _BOOLEAN_WORDS = {"true": True, "false": False}
@@ -95,9 +95,8 @@ def check_placeholders(bundle: Bundle) -> list[Issue]:
                     f"setup:{field.key}",
                 )
             )
-    dumped = bundle.model_dump(mode="json", exclude_none=True)
-    for pointer, text in _strings(dumped, ""):
-        if pointer in site_pointers or not placeholders.PLACEHOLDER.search(text):
+    for pointer in _placeholder_strings(bundle.model_dump(mode="json", exclude_none=True)):
+        if pointer in site_pointers:
             continue
         issues.append(
             warning(
@@ -110,17 +109,20 @@ def check_placeholders(bundle: Bundle) -> list[Issue]:
     return issues
 
 
-def _strings(value: Any, pointer: str) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
-    stack: list[tuple[Any, str]] = [(value, pointer)]
+def _placeholder_strings(value: Any) -> list[str]:
+    """Pointers of the strings holding a placeholder; pointers are built only for those."""
+    found: list[str] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    search = placeholders.PLACEHOLDER.search
     while stack:
-        current, where = stack.pop()
+        current, tokens = stack.pop()
         if isinstance(current, str):
-            found.append((where, current))
+            if "${" in current and search(current):
+                found.append(to_pointer(tokens))
         elif isinstance(current, dict):
-            stack.extend((v, join_pointer(where, k)) for k, v in current.items())
+            stack.extend((v, (*tokens, k)) for k, v in current.items())
         elif isinstance(current, list):
-            stack.extend((v, join_pointer(where, i)) for i, v in enumerate(current))
+            stack.extend((v, (*tokens, i)) for i, v in enumerate(current))
     found.sort()
     return found
 

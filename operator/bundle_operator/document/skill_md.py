@@ -16,6 +16,7 @@ NAME_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
 _FENCE = "---"
+_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,11 @@ def parse_skill_md(content: str) -> SkillMd:
     offset = first + 1  # 0-based index of the first front-matter line
     front = "\n".join(lines[offset:end])
     try:
-        data = yaml.safe_load(front)
+        data = yaml.load(front, Loader=_LOADER)  # a safe loader: the C one when present
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = offset + mark.line + 1 if mark is not None else offset + 1
+        line = max(offset + 1, min(line, end))  # an error "at the end" is on the last front-matter line
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise SkillMdError(f"front matter is not valid YAML: {problem}", line) from None
     if not isinstance(data, dict):

@@ -52,7 +52,7 @@ def _document_line(source_map: SourceMap | None, pointer: str, inner: int | None
     """Map a line inside the SKILL.md text to a line of the bundle document, where the text allows."""
     if source_map is None:
         return None
-    position = source_map.scalars.get(pointer)
+    position = source_map.scalar(pointer)
     if position is None:
         return source_map.line_of(pointer)
     if position.style in ("|", ">") and inner is not None:

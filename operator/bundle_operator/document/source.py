@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from bundle_operator.document.pointer import join_pointer
+from bundle_operator.document.pointer import split_pointer
 
 MAX_SOURCE_BYTES = 5 * 1024 * 1024
 MAX_DEPTH = 64
@@ -56,24 +56,74 @@ class ScalarPosition:
     style: str
 
 
-@dataclass
 class SourceMap:
-    """JSON Pointer -> 1-based line of the value (or of its key, for mapping entries)."""
+    """Answers "which line holds this JSON Pointer?" from the composed YAML node tree.
 
-    lines: dict[str, int] = field(default_factory=dict)
-    scalars: dict[str, ScalarPosition] = field(default_factory=dict)
+    Lines are looked up only for the places an issue names, so a clean document never pays for
+    them; JSON text is even composed lazily, on the first question.
+    """
+
+    def __init__(self, root: yaml.Node | None = None, text: str | None = None) -> None:
+        self._root = root
+        self._text = text  # JSON text still to compose, when asked
+        self._index: dict[int, dict[str, tuple[yaml.Node, yaml.Node]]] = {}
+
+    def _tree(self) -> yaml.Node | None:
+        if self._root is None and self._text is not None:
+            text, self._text = self._text, None
+            # JSON is (nearly) YAML; where they disagree (tabs, exotic escapes) no lines are known.
+            try:
+                self._root = yaml.compose(text, Loader=_Loader)
+            except (yaml.YAMLError, RecursionError):
+                self._root = None
+        return self._root
+
+    def _entry(self, node: yaml.MappingNode, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+        index = self._index.get(id(node))
+        if index is None:
+            index = {}
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    index.setdefault(key_node.value, (key_node, value_node))
+            self._index[id(node)] = index
+        return index.get(key)
+
+    def _walk(self, pointer: str) -> tuple[int | None, yaml.Node | None]:
+        """The line of the deepest place the pointer reaches, and the node if it reaches the end."""
+        node = self._tree()
+        if node is None:
+            return None, None
+        line: int | None = node.start_mark.line + 1
+        try:
+            tokens = split_pointer(pointer)
+        except ValueError:
+            return line, None
+        for token in tokens:
+            if isinstance(node, yaml.MappingNode):
+                entry = self._entry(node, token)
+                if entry is None:
+                    return line, None
+                line = entry[0].start_mark.line + 1  # a mapping entry is placed at its key
+                node = entry[1]
+            elif isinstance(node, yaml.SequenceNode) and token.isdigit() and int(token) < len(node.value):
+                node = node.value[int(token)]
+                line = node.start_mark.line + 1
+            else:
+                return line, None
+        return line, node
 
     def line_of(self, pointer: str | None) -> int | None:
-        """The line of the pointer or of its nearest ancestor that has one."""
+        """The line of the pointer, or of the nearest ancestor the document has."""
         if pointer is None:
             return None
-        current = pointer
-        while True:
-            if current in self.lines:
-                return self.lines[current]
-            if not current:
-                return None
-            current = current.rsplit("/", 1)[0]
+        return self._walk(pointer)[0]
+
+    def scalar(self, pointer: str) -> ScalarPosition | None:
+        """Where the scalar at the pointer starts and its YAML style, when it is one."""
+        node = self._walk(pointer)[1]
+        if not isinstance(node, yaml.ScalarNode):
+            return None
+        return ScalarPosition(node.start_mark.line + 1, node.style or "")
 
 
 @dataclass(frozen=True)
@@ -141,16 +191,7 @@ def _load_json(text: str) -> LoadedSource:
     except RecursionError:
         raise SourceError(f"the document is nested more than {MAX_DEPTH} levels deep") from None
     _check_json_depth(data)
-    # JSON is (nearly) YAML, so the YAML composer can tell us lines; when it disagrees with
-    # JSON (tabs, exotic escapes) we simply report no lines.
-    source_map = SourceMap()
-    try:
-        node = yaml.compose(text, Loader=_Loader)
-        if node is not None:
-            _Builder(source_map).build(node, "", 0)
-    except (yaml.YAMLError, SourceError, RecursionError):
-        source_map = SourceMap()
-    return LoadedSource(data=data, source_map=source_map, format="json")
+    return LoadedSource(data=data, source_map=SourceMap(text=text), format="json")
 
 
 def _check_json_depth(data: Any) -> None:
@@ -182,66 +223,59 @@ def _load_yaml(text: str) -> LoadedSource:
         raise SourceError("the text holds more than one YAML document; a bundle is one document", line)
     if not nodes or nodes[0] is None:
         raise SourceError("the document is empty", 1)
-    source_map = SourceMap()
-    data = _Builder(source_map).build(nodes[0], "", 0)
-    return LoadedSource(data=data, source_map=source_map, format="yaml")
+    data = _Builder().build(nodes[0], 0)
+    return LoadedSource(data=data, source_map=SourceMap(root=nodes[0]), format="yaml")
 
 
 class _Builder:
-    """Turns a composed YAML node tree into JSON-compatible data and fills the source map."""
+    """Turns a composed YAML node tree into JSON-compatible data."""
 
-    def __init__(self, source_map: SourceMap) -> None:
-        self.source_map = source_map
+    def __init__(self) -> None:
         self.constructor = yaml.SafeLoader("")  # only its scalar constructors are used
         self.expanded = 0
 
-    def build(self, node: yaml.Node, pointer: str, depth: int) -> Any:
+    def build(self, node: yaml.Node, depth: int) -> Any:
         self.expanded += 1
-        line = node.start_mark.line + 1
         if self.expanded > MAX_EXPANDED_NODES:
-            raise SourceError("aliases expand the document beyond what it may hold", line)
+            raise SourceError("aliases expand the document beyond what it may hold", _line(node))
         if depth > MAX_DEPTH:
-            raise SourceError(f"the document is nested more than {MAX_DEPTH} levels deep", line)
-        self.source_map.lines.setdefault(pointer, line)
+            raise SourceError(f"the document is nested more than {MAX_DEPTH} levels deep", _line(node))
         if isinstance(node, yaml.ScalarNode):
-            self.source_map.scalars.setdefault(pointer, ScalarPosition(line, node.style or ""))
-            return self._scalar(node, pointer, line)
+            return self._scalar(node)
         if isinstance(node, yaml.SequenceNode):
             if node.tag != _SEQ_TAG:
-                raise SourceError(f"the tag {node.tag} is not allowed", line, pointer)
-            return [
-                self.build(item, join_pointer(pointer, index), depth + 1)
-                for index, item in enumerate(node.value)
-            ]
+                raise SourceError(f"the tag {node.tag} is not allowed", _line(node))
+            return [self.build(item, depth + 1) for item in node.value]
         if isinstance(node, yaml.MappingNode):
             if node.tag != _MAP_TAG:
-                raise SourceError(f"the tag {node.tag} is not allowed", line, pointer)
+                raise SourceError(f"the tag {node.tag} is not allowed", _line(node))
             out: dict[str, Any] = {}
             for key_node, value_node in node.value:
-                key_line = key_node.start_mark.line + 1
                 if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR_TAG:
-                    raise SourceError("mapping keys must be plain strings", key_line, pointer)
+                    raise SourceError("mapping keys must be plain strings", _line(key_node))
                 key = key_node.value
                 if key in out:
-                    raise SourceError(f"the key '{key}' appears twice in one mapping", key_line, pointer)
-                child = join_pointer(pointer, key)
-                self.source_map.lines.setdefault(child, key_line)
-                out[key] = self.build(value_node, child, depth + 1)
+                    raise SourceError(f"the key '{key}' appears twice in one mapping", _line(key_node))
+                out[key] = self.build(value_node, depth + 1)
             return out
-        raise SourceError("unsupported YAML node", line, pointer)  # pragma: no cover - no other kinds
+        raise SourceError("unsupported YAML node", _line(node))  # pragma: no cover - no other kinds
 
-    def _scalar(self, node: yaml.ScalarNode, pointer: str, line: int) -> Any:
+    def _scalar(self, node: yaml.ScalarNode) -> Any:
         if node.tag == _STR_TAG:
             return node.value
         if node.tag == _TIMESTAMP_TAG:
             # A date-looking value stays the text the author wrote; dates are not a JSON type.
             return node.value
         if node.tag not in _PLAIN_TAGS:
-            raise SourceError(f"the tag {node.tag} is not allowed", line, pointer)
+            raise SourceError(f"the tag {node.tag} is not allowed", _line(node))
         try:
             value = self.constructor.construct_object(node)
         except (ValueError, yaml.YAMLError):
-            raise SourceError("this number cannot be read", line, pointer) from None
+            raise SourceError("this number cannot be read", _line(node)) from None
         if isinstance(value, float) and not math.isfinite(value):
-            raise SourceError("numbers must be finite (no .nan or .inf)", line, pointer)
+            raise SourceError("numbers must be finite (no .nan or .inf)", _line(node))
         return value
+
+
+def _line(node: yaml.Node) -> int:
+    return int(node.start_mark.line) + 1

@@ -1,0 +1,102 @@
+"""Property tests: whatever text arrives, the parser answers with issues, never another exception."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bundle_operator.document import parse_bundle_text
+from bundle_operator.engine.analyze import analyze_offline
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+def check(text: str | bytes, setup: dict[str, object] | None = None) -> None:
+    parsed = parse_bundle_text(text)
+    preview = analyze_offline(parsed, setup or {})
+    out = preview.to_json()
+    json.dumps(out)  # the contract is always serializable
+    if parsed.bundle is None:
+        assert preview.blocking
+    for issue in preview.issues:
+        assert issue.message
+        assert issue.path is None or issue.path == "" or issue.path.startswith("/")
+
+
+@SETTINGS
+@given(st.text(max_size=400))
+def test_arbitrary_text(text: str) -> None:
+    check(text)
+
+
+@SETTINGS
+@given(st.binary(max_size=400))
+def test_arbitrary_bytes(data: bytes) -> None:
+    check(data)
+
+
+@SETTINGS
+@given(json_values)
+def test_arbitrary_json_and_yaml_values(value: Any) -> None:
+    check(json.dumps(value))
+    check(yaml.safe_dump(value))
+
+
+@SETTINGS
+@given(
+    st.dictionaries(st.sampled_from(["name", "mcps", "agents", "gateway", "setup", "version"]), json_values)
+)
+def test_arbitrary_sections_under_the_right_schema_version(sections: dict[str, Any]) -> None:
+    check(json.dumps({"schema_version": "0.1.0", **sections}))
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found += paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found += paths(child, (*prefix, index))
+    return found
+
+
+def replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {k: (replaced(v, rest, new) if k == head else v) for k, v in value.items()}
+    return [replaced(v, rest, new) if i == head else v for i, v in enumerate(value)]
+
+
+@st.composite
+def mutated_examples(draw: st.DrawFn) -> Any:
+    document = draw(st.sampled_from(EXAMPLES))
+    for _ in range(draw(st.integers(1, 4))):
+        target = draw(st.sampled_from(paths(document)))
+        document = replaced(document, target, draw(json_values))
+    return document
+
+
+@SETTINGS
+@given(mutated_examples(), st.dictionaries(st.text(max_size=12), st.text(max_size=40), max_size=4))
+def test_mutated_examples(document: Any, setup: dict[str, object]) -> None:
+    check(yaml.safe_dump(document), setup)
+    check(json.dumps(document), setup)
