@@ -14,6 +14,7 @@ How the archive maps:
 - Each user_config entry becomes a setup field (see ``setup_fields``) and ``${user_config.x}``
   becomes ``${setup.x}``. ``${HOME}``, ``${DESKTOP}``, ``${DOCUMENTS}`` and ``${DOWNLOADS}`` become the
   folders passed in, and ``${pathSeparator}`` / ``${/}`` the platform's separator.
+- The bundle's name is the manifest's name made valid for the format (spaces become ``-``).
 - A uv bundle (``not_runnable``) or a refused archive has no document.
 """
 
@@ -56,6 +57,13 @@ class Conversion:
 def default_root(inspection: Inspection) -> str:
     """The content-addressed folder the archive is expected to be unpacked into."""
     return f"{DEFAULT_ROOT_PARENT}/{inspection.sha256}"
+
+
+def bundle_name(name: str) -> str:
+    """A bundle name (1-63 of letters, digits, ``.``, ``_``, ``-``; alphanumeric at both ends)."""
+    cleaned = re.sub(r"[^a-zA-Z0-9._-]+", "-", name)[:63]
+    cleaned = re.sub(r"^[^a-zA-Z0-9]+|[^a-zA-Z0-9]+$", "", cleaned)
+    return cleaned or "mcpb-bundle"
 
 
 def mcp_key(name: str) -> str:
@@ -123,7 +131,10 @@ def to_bundle(
     }
     if launch.env:
         mcp["env"] = {k: sub(v) for k, v in launch.env.items()}
-    document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": manifest.name}
+    name = bundle_name(manifest.name)
+    if name != manifest.name:
+        warnings.append(f"the bundle is named '{name}', since the manifest's name is not a valid bundle name")
+    document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": name}
     if _SEMVER.match(manifest.version):
         document["version"] = manifest.version
     else:

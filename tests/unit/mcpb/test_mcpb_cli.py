@@ -1,0 +1,269 @@
+"""bundlectl mcpb: the inspect JSON contract, exit codes, extract, check-tree and to-bundle."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bundle_operator.cli import main
+from bundle_operator.document import parse_bundle_text
+
+from .craft import (
+    RawEntry,
+    base_manifest,
+    build,
+    honest_entries,
+    link_attr,
+    make_signer,
+    mcp_config,
+    server,
+    sign_bytes,
+    write_zip,
+)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Path:
+    return build(tmp_path / "weather.mcpb")
+
+
+def test_inspect_json_keeps_the_contract_exactly(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "signed.mcpb"
+    path.write_bytes(sign_bytes(build(tmp_path / "plain.mcpb").read_bytes(), make_signer("ec")))
+    code, out, _ = run(capsys, "mcpb", "inspect", str(path), "--platform", "linux", "-o", "json")
+    assert code == 0
+    report = json.loads(out)
+    assert list(report) == ["verdict", "code", "reason", "sha256", "manifest", "signature", "setup"]
+    assert (report["verdict"], report["code"], report["reason"]) == ("accepted", None, None)
+    assert len(report["sha256"]) == 64
+    assert list(report["manifest"]) == [
+        "name",
+        "version",
+        "manifest_version",
+        "server_type",
+        "entry_point",
+        "command",
+        "args",
+        "env",
+        "platforms",
+    ]
+    assert report["manifest"]["command"] == "node"
+    assert list(report["signature"]) == ["status", "subject", "fingerprint_sha256"]
+    assert report["signature"]["status"] == "signed"
+    assert report["signature"]["subject"] == "O=Example Org,CN=Weather Publisher"
+    assert report["setup"] == [
+        {"key": "api_key", "label": "API key", "type": "secret", "required": True, "sensitive": True},
+        {"key": "units", "label": "Units", "type": "string", "required": False, "sensitive": False},
+    ]
+
+
+def test_inspect_refused_exits_1_with_code_and_reason(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "link.mcpb"
+    path.write_bytes(
+        write_zip([*honest_entries(), RawEntry("x", b"/etc", method=0, external_attr=link_attr())])
+    )
+    code, out, _ = run(capsys, "mcpb", "inspect", str(path), "-o", "json")
+    report = json.loads(out)
+    assert code == 1
+    assert (report["verdict"], report["code"], report["manifest"], report["setup"]) == (
+        "refused",
+        "entry_link",
+        None,
+        [],
+    )
+    assert report["signature"] == {"status": "unsigned", "subject": None, "fingerprint_sha256": None}
+
+
+def test_inspect_checks_the_platform_asked_for(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = build(tmp_path / "mac.mcpb", base_manifest(compatibility={"platforms": ["darwin"]}))
+    assert run(capsys, "mcpb", "inspect", str(path), "--platform", "darwin")[0] == 0
+    code, out, _ = run(capsys, "mcpb", "inspect", str(path), "--platform", "linux")
+    assert code == 1
+    assert out.startswith("refused (platform): the bundle supports darwin, not linux")
+
+
+def test_a_not_runnable_bundle_exits_0(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    uv = server(type="uv", entry_point="main.py", mcp_config={"command": "uv", "args": ["run", "main.py"]})
+    path = build(tmp_path / "uv.mcpb", base_manifest(manifest_version="0.4", server=uv), {"main.py": b""})
+    code, out, _ = run(capsys, "mcpb", "inspect", str(path), "-o", "json")
+    assert (code, json.loads(out)["verdict"]) == (0, "not_runnable")
+
+
+def test_inspect_text_states_who_signed_and_that_nobody_checked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "signed.mcpb"
+    path.write_bytes(sign_bytes(build(tmp_path / "plain.mcpb").read_bytes(), make_signer("rsa")))
+    code, out, _ = run(capsys, "mcpb", "inspect", str(path), "--platform", "linux")
+    assert code == 0
+    assert "signature: signed by O=Example Org,CN=Weather Publisher" in out
+    assert "nobody checked that this name belongs to whoever made the bundle" in out
+
+
+def test_inspect_writes_nothing(capsys: pytest.CaptureFixture[str], archive: Path) -> None:
+    before = sorted(p.name for p in archive.parent.iterdir())
+    run(capsys, "mcpb", "inspect", str(archive))
+    assert sorted(p.name for p in archive.parent.iterdir()) == before
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert run(capsys, "mcpb", "inspect", str(tmp_path / "missing.mcpb"))[0] == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["mcpb", "inspect", "x.mcpb", "--platform", "beos"])
+    assert exc.value.code == 2
+
+
+def test_extract_prints_the_lock_and_tree_digest(capsys: pytest.CaptureFixture[str], archive: Path) -> None:
+    dest = archive.parent / "out"
+    code, out, _ = run(capsys, "mcpb", "extract", str(archive), str(dest), "-o", "json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["dir"] == str(dest)
+    assert result["lock"].startswith("sha256:") and result["tree_digest"].startswith("sha256:")
+    assert (dest / "manifest.json").is_file()
+    assert run(capsys, "mcpb", "check-tree", str(dest), result["tree_digest"])[0] == 0
+    (dest / "server/index.js").write_text("changed")
+    code, _, err = run(capsys, "mcpb", "check-tree", str(dest), result["tree_digest"])
+    assert code == 1
+    assert "refused (tree_changed)" in err
+
+
+def test_extract_of_a_refused_archive_exits_1_and_leaves_dir_untouched(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "evil.mcpb"
+    path.write_bytes(write_zip([*honest_entries(), RawEntry("../../evil", b"x")]))
+    code, _, err = run(capsys, "mcpb", "extract", str(path), str(tmp_path / "out"))
+    assert code == 1
+    assert "refused (entry_path)" in err
+    assert not (tmp_path / "out").exists()
+
+
+def _to_bundle(capsys: pytest.CaptureFixture[str], path: Path, *extra: str) -> tuple[int, Any, str]:
+    code, out, err = run(capsys, "mcpb", "to-bundle", str(path), "--platform", "linux", *extra)
+    return code, out, err
+
+
+def test_to_bundle_prints_a_document_the_bundle_parser_accepts(
+    capsys: pytest.CaptureFixture[str], archive: Path
+) -> None:
+    code, out, err = _to_bundle(capsys, archive, "--root", "/srv/mcpb/weather")
+    assert (code, err) == (0, "")
+    parsed = parse_bundle_text(out)
+    assert parsed.bundle is not None, parsed.issues
+    assert parsed.issues == [] and parsed.skipped == {}
+    assert yaml.safe_load(out) == {
+        "schema_version": "0.1.0",
+        "name": "weather",
+        "version": "1.2.0",
+        "description": "Forecasts for a city",
+        "setup": [
+            {
+                "key": "api_key",
+                "label": "API key",
+                "type": "secret",
+                "required": True,
+                "description": "Key for the weather service",
+            },
+            {
+                "key": "units",
+                "label": "Units",
+                "type": "string",
+                "required": False,
+                "description": "metric or imperial",
+                "default": "metric",
+            },
+        ],
+        "mcps": [
+            {
+                "key": "weather",
+                "name": "Weather",
+                "type": "command",
+                "command": "node",
+                "args": ["/srv/mcpb/weather/server/index.js", "--units=${setup.units}"],
+                "env": {"WEATHER_API_KEY": "${setup.api_key}"},
+            }
+        ],
+    }
+
+
+def test_to_bundle_roots_the_bundle_at_a_content_addressed_folder_by_default(
+    capsys: pytest.CaptureFixture[str], archive: Path
+) -> None:
+    import hashlib
+
+    _, out, _ = _to_bundle(capsys, archive, "-o", "json")
+    doc = json.loads(out)
+    sha = hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert doc["mcps"][0]["args"][0] == f"/var/lib/bundle-operator/mcpb/{sha}/server/index.js"
+
+
+def test_a_binary_bundle_converts_with_a_warning_that_the_analyzer_skips_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = base_manifest(
+        server=mcp_config(command="${__dirname}/bin/weather", args=["--dir", "${HOME}/w"]),
+        name="weather tool",
+    )
+    manifest["server"]["type"], manifest["server"]["entry_point"] = "binary", "bin/weather"
+    path = build(tmp_path / "bin.mcpb", manifest, {"bin/weather": b"\x7fELF"}, {"bin/weather": 0o755})
+    code, out, err = _to_bundle(capsys, path, "--root", "/srv/w")
+    assert code == 0
+    assert "warning: the MCP will be SKIPPED by the analyzer" in err
+    assert "the bundle is named 'weather-tool'" in err
+    doc = yaml.safe_load(out)
+    assert doc["name"] == "weather-tool"
+    assert doc["mcps"][0]["key"] == "weather_tool"
+    assert doc["mcps"][0]["command"] == "/srv/w/bin/weather"
+    parsed = parse_bundle_text(out)
+    assert parsed.bundle is not None
+    assert list(parsed.skipped) == ["mcp:weather_tool"]
+    assert not parsed.blocking, parsed.issues
+
+
+def test_python_bundles_keep_their_runtime_and_search_path(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cfg = mcp_config(
+        command="python3",
+        args=["${__dirname}/main.py"],
+        env={"PYTHONPATH": "${__dirname}/lib", "KEY": "${user_config.api_key}"},
+    )
+    cfg["type"], cfg["entry_point"] = "python", "main.py"
+    path = build(tmp_path / "py.mcpb", base_manifest(server=cfg), {"main.py": b"", "lib/m.py": b""})
+    code, out, _ = _to_bundle(capsys, path, "--root", "/srv/py")
+    mcp = yaml.safe_load(out)["mcps"][0]
+    assert (code, mcp["command"], mcp["args"]) == (0, "python3", ["/srv/py/main.py"])
+    assert mcp["env"] == {"PYTHONPATH": "/srv/py/lib", "KEY": "${setup.api_key}"}
+    assert not parse_bundle_text(out).blocking
+
+
+def test_to_bundle_refuses_what_inspect_does_not_accept(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    uv = server(type="uv", entry_point="main.py", mcp_config={"command": "uv"})
+    path = build(tmp_path / "uv.mcpb", base_manifest(manifest_version="0.4", server=uv), {"main.py": b""})
+    code, out, err = _to_bundle(capsys, path)
+    assert (code, out) == (1, "")
+    assert "refused (uv_not_runnable)" in err
+
+
+def test_to_bundle_drops_a_version_that_is_not_semver(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = build(tmp_path / "v.mcpb", base_manifest(version="2024.1"))
+    code, out, err = _to_bundle(capsys, path)
+    assert code == 0 and "version" not in yaml.safe_load(out)
+    assert "is not semver" in err
