@@ -148,3 +148,11 @@ def test_version_must_be_semver(doc: dict[str, Any], version: str) -> None:
 def test_semver_versions_are_accepted(doc: dict[str, Any], version: str) -> None:
     doc["version"] = version
     assert not analyze(doc).blocking
+
+
+def test_other_formats_are_not_adapted_a_plugin_manifest_is_refused() -> None:
+    plugin = '{"name": "triage", "version": "1.0.0", "mcpServers": {"gh": {"command": "npx"}}}'
+    preview = analyze(plugin)
+    assert preview.bundle is None
+    assert preview.blocking
+    assert [i.path for i in preview.issues] == ["/schema_version"]
