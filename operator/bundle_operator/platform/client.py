@@ -284,7 +284,7 @@ class PlatformClient:
         self, workspace: str, bundle_id: str, name: str, *, force: bool
     ) -> GatewayBundle:
         """Rename a gateway bundle; Conflict unless ``force`` or when the name is held."""
-        body = encode_body(GatewayRename(name=name, force=force))
+        body = encode_body(GatewayRename.model_construct(name=name, force=force))
         return await self._call(
             "POST", f"{self._gw(workspace, bundle_id)}/rename", GatewayBundle, body=body, safe=False
         )
@@ -319,7 +319,7 @@ class PlatformClient:
         self, workspace: str, bundle_id: str, members: Sequence[str]
     ) -> list[GatewayMember]:
         """Set the whole member order; Refused unless every member is named exactly once."""
-        body = encode_body(GatewayMemberOrder(members=list(members)))
+        body = encode_body(GatewayMemberOrder.model_construct(members=list(members)))
         path = f"{self._gw(workspace, bundle_id)}/members:order"
         page = await self._call("PUT", path, Page[GatewayMember], body=body, safe=True)
         return page.items
