@@ -116,10 +116,21 @@ class DevCluster:
         if self._record is not None:
             self._record.discard()
             self._record = None
+        # A kubeconfig left behind would point clients at a port some other process may get next.
+        if not self.kubeconfig.is_relative_to(self.workdir):
+            self.kubeconfig.unlink(missing_ok=True)
         if self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
-        elif not self.kubeconfig.is_relative_to(self.workdir):
-            self.kubeconfig.unlink(missing_ok=True)
+
+    @property
+    def ca_cert(self) -> Path:
+        """The cluster CA certificate (PEM), for clients that do not read the kubeconfig."""
+        return self._require_files().ca_cert
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """The process id of each running component, by name."""
+        return {component.name: component.process.pid for component in self._components}
 
     def exited(self) -> str | None:
         """The name of a component that has exited on its own, if any."""

@@ -1,0 +1,78 @@
+"""End-to-end fixtures: one real control plane per session, kubectl on it, a namespace per test.
+
+The binaries come from `make envtest` (which `make test` runs first); without them the e2e tests
+fail with the command to run, they are never skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bundle_operator.devcluster import BinariesNotFound, DevCluster, Kubectl, locate
+
+ENVTEST = Path(__file__).resolve().parents[1] / "envtest"
+MANIFESTS = Path(__file__).resolve().parent / "manifests"
+
+
+def pinned_version(go_mod: Path, module: str) -> str:
+    """The version of `module` that a wrapper go.mod requires."""
+    match = re.search(rf"^\s*{re.escape(module)} (v\S+)", go_mod.read_text(), re.MULTILINE)
+    if match is None:
+        raise RuntimeError(f"{go_mod} does not require {module}")
+    return match.group(1)
+
+
+KUBERNETES_VERSION = pinned_version(ENVTEST / "kube" / "go.mod", "k8s.io/kubernetes")
+ETCD_VERSION = pinned_version(ENVTEST / "etcd" / "go.mod", "go.etcd.io/etcd/server/v3")
+
+_startup: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    """etcd, kube-apiserver and kube-controller-manager on loopback for the whole session."""
+    try:
+        binaries = locate(KUBERNETES_VERSION, ETCD_VERSION)
+    except BinariesNotFound as error:
+        pytest.fail(f"the e2e tests need the real control plane: {error}")
+    # Under pytest's temporary directory, so the logs of the last runs stay for a post-mortem.
+    cluster = DevCluster(binaries, workdir=tmp_path_factory.mktemp("devcluster"))
+    cluster.start()
+    _startup.append(f"devcluster: /readyz after {cluster.ready_seconds:.1f} s, logs in {cluster.workdir}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kubernetes_version() -> str:
+    """The k8s.io/kubernetes release the control plane is built from (tests/envtest/kube/go.mod)."""
+    return KUBERNETES_VERSION
+
+
+@pytest.fixture(scope="session")
+def kubectl(devcluster: DevCluster) -> Kubectl:
+    """kubectl as the cluster admin (a client certificate in system:masters)."""
+    return Kubectl(devcluster.binaries.kubectl, devcluster.kubeconfig)
+
+
+@pytest.fixture
+def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace named after the test, deleted (without waiting) afterwards."""
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"e2e-{slug}-{secrets.token_hex(3)}"
+    kubectl.run("create", "namespace", name)
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Report how long the control plane took to become ready."""
+    for line in _startup:
+        terminalreporter.write_line(line)
