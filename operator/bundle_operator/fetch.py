@@ -1,0 +1,243 @@
+"""Download a file by https URL without letting the URL reach anything but the public internet.
+
+Every hop (the first URL and each redirect) must be https and resolve only to public addresses;
+the connection then goes to the address that was checked (the name is kept for TLS and Host), so
+a DNS answer cannot change between the check and the connect. The body streams into a private
+temporary file with its SHA-256 computed on the way and a hard byte cap; the checksum is
+compared before the caller gets the path, and nothing is left behind on any refusal. Tests and
+local setups can allow specific non-public networks explicitly (``allow_networks``).
+
+Used for .mcpb archives (128 MiB cap) and for bundle documents fetched by URL (5 MB cap).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import os
+import socket
+import ssl
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_REDIRECTS = (301, 302, 303, 307, 308)
+_CHUNK = 256 * 1024
+
+
+class FetchRefused(Exception):
+    """The download was refused or failed; ``reason`` names the host, never a query string."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A downloaded file whose SHA-256 matched; the caller owns (and deletes) ``path``."""
+
+    path: Path
+    sha256: str
+    size: int
+    url: str
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def is_public_address(ip: IPAddress) -> bool:
+    """Whether ``ip`` is a globally routable unicast address (embedded IPv4 judged as IPv4)."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = _embedded_ipv4(ip)
+        if inner is not None:
+            return is_public_address(inner)
+    return ip.is_global and not (
+        ip.is_multicast
+        or ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_reserved
+        or ip.is_unspecified
+    )
+
+
+def shown(url: httpx.URL) -> str:
+    """A URL as it may appear in a message: scheme, host, port and path, no query or user."""
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"
+
+
+def _allowed(ip: IPAddress, allow_networks: Sequence[IPNetwork]) -> bool:
+    return is_public_address(ip) or any(ip in net for net in allow_networks if ip.version == net.version)
+
+
+async def resolve_checked(url: httpx.URL, allow_networks: Sequence[IPNetwork]) -> list[IPAddress]:
+    """The addresses to connect to for ``url``; refuses when any address the name has is not allowed."""
+    if url.scheme != "https":
+        raise FetchRefused("not_https", f"{shown(url)} is not an https address")
+    if url.userinfo:
+        raise FetchRefused("credentials_in_url", f"{shown(url)} carries credentials in the URL")
+    host = url.host
+    if not host:
+        raise FetchRefused("bad_url", "the URL has no host")
+    try:
+        addresses: list[IPAddress] = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = await anyio.getaddrinfo(host, url.port or 443, type=socket.SOCK_STREAM)
+        except OSError:
+            raise FetchRefused("dns_failed", f"{host} does not resolve") from None
+        # A scoped IPv6 answer ("fe80::1%eth0") is link-local, so the scope only needs dropping.
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    if not addresses:
+        raise FetchRefused("dns_failed", f"{host} does not resolve")
+    # One private answer is enough to refuse: a name that can point inward is not a public name.
+    for ip in addresses:
+        if not _allowed(ip, allow_networks):
+            raise FetchRefused("address_not_public", f"{host} resolves to a non-public address ({ip})")
+    return list(dict.fromkeys(addresses))
+
+
+def _pinned_request(client: httpx.AsyncClient, url: httpx.URL, ip: IPAddress) -> httpx.Request:
+    """A GET sent to ``ip`` while TLS and Host still name the URL's host."""
+    host_header = url.host if url.port in (None, 443) else f"{url.host}:{url.port}"
+    headers = {"Host": host_header, "Accept-Encoding": "identity"}
+    extensions: dict[str, str] = {}
+    try:
+        ipaddress.ip_address(url.host)
+    except ValueError:
+        extensions["sni_hostname"] = url.host
+    return client.build_request("GET", url.copy_with(host=str(ip)), headers=headers, extensions=extensions)
+
+
+async def fetch_to_file(
+    url: str,
+    *,
+    expected_sha256: str,
+    max_bytes: int,
+    dest_dir: str | os.PathLike[str] | None = None,
+    allow_networks: Sequence[IPNetwork | str] = (),
+    verify: ssl.SSLContext | bool = True,
+    io_timeout: float = 30.0,
+    total_timeout: float = 300.0,
+    max_redirects: int = 5,
+) -> Fetched:
+    """Download ``url`` into a new private file in ``dest_dir`` and check its SHA-256 before returning."""
+    expected = expected_sha256.lower().removeprefix("sha256:")
+    if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
+        raise FetchRefused("bad_checksum", "the expected checksum is not a SHA-256 hex digest")
+    networks = [ipaddress.ip_network(n) if isinstance(n, str) else n for n in allow_networks]
+    try:
+        with anyio.fail_after(total_timeout):
+            async with httpx.AsyncClient(
+                verify=verify, timeout=io_timeout, follow_redirects=False, trust_env=False
+            ) as client:
+                return await _follow(
+                    client, httpx.URL(url), expected, max_bytes, dest_dir, networks, max_redirects
+                )
+    except TimeoutError:
+        raise FetchRefused("timeout", f"the download from {shown(httpx.URL(url))} took too long") from None
+    except httpx.InvalidURL:
+        raise FetchRefused("bad_url", "the URL cannot be read") from None
+
+
+async def _follow(
+    client: httpx.AsyncClient,
+    url: httpx.URL,
+    expected: str,
+    max_bytes: int,
+    dest_dir: str | os.PathLike[str] | None,
+    networks: Sequence[IPNetwork],
+    max_redirects: int,
+) -> Fetched:
+    for _hop in range(max_redirects + 1):
+        response = await _connect(client, url, await resolve_checked(url, networks))
+        try:
+            if response.status_code in _REDIRECTS:
+                location = response.headers.get("location")
+                if not location:
+                    raise FetchRefused("bad_redirect", f"{shown(url)} redirects nowhere")
+                url = url.join(location)
+                continue
+            if response.status_code != 200:
+                raise FetchRefused("http_status", f"{shown(url)} answered {response.status_code}")
+            return await _save(response, url, expected, max_bytes, dest_dir)
+        finally:
+            await response.aclose()
+    raise FetchRefused("too_many_redirects", f"more than {max_redirects} redirects")
+
+
+def _private_file(dest_dir: str | os.PathLike[str] | None) -> str:
+    fd, name = tempfile.mkstemp(prefix=".fetch-", dir=dest_dir)  # mode 0600
+    os.close(fd)
+    return name
+
+
+async def _connect(client: httpx.AsyncClient, url: httpx.URL, addresses: list[IPAddress]) -> httpx.Response:
+    """Send the GET to each checked address in turn until one connects."""
+    failure = "no address"
+    for ip in addresses:
+        try:
+            return await client.send(_pinned_request(client, url, ip), stream=True)
+        except httpx.ConnectError as exc:
+            failure = type(exc).__name__
+            continue
+        except httpx.HTTPError as exc:
+            raise FetchRefused("fetch_failed", f"{shown(url)}: {type(exc).__name__}") from None
+    raise FetchRefused("fetch_failed", f"{shown(url)}: {failure}")
+
+
+async def _save(
+    response: httpx.Response,
+    url: httpx.URL,
+    expected: str,
+    max_bytes: int,
+    dest_dir: str | os.PathLike[str] | None,
+) -> Fetched:
+    declared = response.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise FetchRefused("too_large", f"{shown(url)} is {declared} bytes; at most {max_bytes}")
+    path = Path(await anyio.to_thread.run_sync(_private_file, dest_dir))
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        async with await anyio.open_file(path, "wb") as out:
+            try:
+                async for chunk in response.aiter_raw(_CHUNK):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise FetchRefused("too_large", f"{shown(url)} sends more than {max_bytes} bytes")
+                    digest.update(chunk)
+                    await out.write(chunk)
+            except httpx.HTTPError as exc:
+                raise FetchRefused("fetch_failed", f"{shown(url)}: {type(exc).__name__}") from None
+        actual = digest.hexdigest()
+        if not hmac.compare_digest(actual, expected):
+            raise FetchRefused(
+                "checksum_mismatch", f"the file from {shown(url)} does not match its expected SHA-256"
+            )
+    except BaseException:
+        # Shielded: on a timeout or cancellation the partial file must still go.
+        with anyio.CancelScope(shield=True):
+            await anyio.Path(path).unlink(missing_ok=True)
+        raise
+    return Fetched(path=path, sha256=actual, size=size, url=shown(url))

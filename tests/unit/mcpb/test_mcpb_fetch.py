@@ -1,0 +1,336 @@
+"""The safe https fetcher, against an HTTPS server on 127.0.0.1 that each test allows explicitly."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import ipaddress
+import os
+import ssl
+import stat
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from bundle_operator.fetch import FetchRefused, fetch_to_file, is_public_address, resolve_checked
+
+PAYLOAD = os.urandom(300_000)
+PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
+LOOPBACK = ["127.0.0.1/32"]
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Server:
+    port: int
+    ca: ssl.SSLContext
+    hits: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"https://{host}:{self.port}{path}"
+
+
+def _certificate(tmp: Path) -> tuple[Path, Path, bytes]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (tmp / "cert.pem").write_bytes(pem)
+    (tmp / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return tmp / "cert.pem", tmp / "key.pem", pem
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    cert, key, pem = _certificate(tmp_path_factory.mktemp("tls"))
+    state: dict[str, Server] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            srv = state["server"]
+            srv.hits.append(self.path)
+            srv.hosts.append(self.headers.get("Host", ""))
+            parts = urlsplit(self.path)
+            query = parse_qs(parts.query)
+            if parts.path == "/file":
+                self._send(200, PAYLOAD)
+            elif parts.path == "/chunked":
+                self.send_response(200)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i in range(0, len(PAYLOAD), 65536):
+                    chunk = PAYLOAD[i : i + 65536]
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                self.wfile.write(b"0\r\n\r\n")
+            elif parts.path == "/big":
+                self.send_response(200)
+                self.send_header("Content-Length", str(10 * 1024 * 1024 * 1024))
+                self.end_headers()
+            elif parts.path == "/redirect":
+                self.send_response(302)
+                self.send_header("Location", query["to"][0])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif parts.path == "/loop":
+                self.send_response(307)
+                self.send_header("Location", "/loop")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self._send(404, b"no")
+
+        def _send(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
+    ca = ssl.create_default_context(cadata=pem.decode())
+    state["server"] = Server(port=httpd.server_address[1], ca=ca)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield state["server"]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _left_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+async def test_a_file_is_downloaded_checked_and_private(server: Server, tmp_path: Path) -> None:
+    got = await fetch_to_file(
+        server.url("/file?token=abc"),
+        expected_sha256=PAYLOAD_SHA,
+        max_bytes=1_000_000,
+        dest_dir=tmp_path,
+        allow_networks=LOOPBACK,
+        verify=server.ca,
+    )
+    assert got.path.parent == tmp_path
+    assert got.path.read_bytes() == PAYLOAD
+    assert (got.sha256, got.size) == (PAYLOAD_SHA, len(PAYLOAD))
+    assert stat.S_IMODE(got.path.stat().st_mode) == 0o600
+    assert "token" not in got.url
+
+
+async def test_a_checksum_mismatch_leaves_nothing(server: Server, tmp_path: Path) -> None:
+    with pytest.raises(FetchRefused) as exc:
+        await fetch_to_file(
+            server.url("/file"),
+            expected_sha256="sha256:" + "0" * 64,
+            max_bytes=1_000_000,
+            dest_dir=tmp_path,
+            allow_networks=LOOPBACK,
+            verify=server.ca,
+        )
+    assert exc.value.code == "checksum_mismatch"
+    assert _left_in(tmp_path) == []
+
+
+@pytest.mark.parametrize("path", ["/big", "/chunked", "/file"])
+async def test_more_than_the_cap_is_refused(server: Server, tmp_path: Path, path: str) -> None:
+    with pytest.raises(FetchRefused) as exc:
+        await fetch_to_file(
+            server.url(path),
+            expected_sha256=PAYLOAD_SHA,
+            max_bytes=100_000,
+            dest_dir=tmp_path,
+            allow_networks=LOOPBACK,
+            verify=server.ca,
+        )
+    assert exc.value.code == "too_large"
+    assert _left_in(tmp_path) == []
+
+
+async def test_a_redirect_to_an_allowed_address_is_followed(server: Server, tmp_path: Path) -> None:
+    got = await fetch_to_file(
+        server.url("/redirect?to=/file"),
+        expected_sha256=PAYLOAD_SHA,
+        max_bytes=1_000_000,
+        dest_dir=tmp_path,
+        allow_networks=LOOPBACK,
+        verify=server.ca,
+    )
+    assert got.path.read_bytes() == PAYLOAD
+
+
+@pytest.mark.parametrize(
+    ("target", "code"),
+    [
+        ("https://127.0.0.2:{port}/file", "address_not_public"),  # loopback, but not the allowed one
+        ("http://127.0.0.1:{port}/file", "not_https"),
+        ("https://user:pw@127.0.0.1:{port}/file", "credentials_in_url"),
+    ],
+)
+async def test_each_redirect_is_checked_again(server: Server, tmp_path: Path, target: str, code: str) -> None:
+    to = target.format(port=server.port)
+    before = len(server.hits)
+    with pytest.raises(FetchRefused) as exc:
+        await fetch_to_file(
+            server.url("/redirect?to=" + to),
+            expected_sha256=PAYLOAD_SHA,
+            max_bytes=1_000_000,
+            dest_dir=tmp_path,
+            allow_networks=LOOPBACK,
+            verify=server.ca,
+        )
+    assert exc.value.code == code
+    assert len(server.hits) == before + 1  # the redirect itself, nothing after it
+    assert _left_in(tmp_path) == []
+
+
+async def test_endless_redirects_stop(server: Server, tmp_path: Path) -> None:
+    with pytest.raises(FetchRefused) as exc:
+        await fetch_to_file(
+            server.url("/loop"),
+            expected_sha256=PAYLOAD_SHA,
+            max_bytes=1_000,
+            dest_dir=tmp_path,
+            allow_networks=LOOPBACK,
+            verify=server.ca,
+            max_redirects=3,
+        )
+    assert exc.value.code == "too_many_redirects"
+
+
+async def test_loopback_is_refused_unless_allowed(server: Server, tmp_path: Path) -> None:
+    before = len(server.hits)
+    for url in (server.url("/file"), server.url("/file", host="localhost")):
+        with pytest.raises(FetchRefused) as exc:
+            await fetch_to_file(
+                url, expected_sha256=PAYLOAD_SHA, max_bytes=1_000_000, dest_dir=tmp_path, verify=server.ca
+            )
+        assert exc.value.code == "address_not_public"
+    assert len(server.hits) == before  # refused before any connection
+
+
+async def test_a_name_is_resolved_checked_and_kept_for_tls_and_host(server: Server, tmp_path: Path) -> None:
+    got = await fetch_to_file(
+        server.url("/file", host="localhost"),
+        expected_sha256=PAYLOAD_SHA,
+        max_bytes=1_000_000,
+        dest_dir=tmp_path,
+        allow_networks=[*LOOPBACK, "::1/128"],
+        verify=server.ca,
+    )
+    assert got.path.read_bytes() == PAYLOAD
+    assert server.hosts[-1] == f"localhost:{server.port}"
+
+
+async def test_tls_is_verified(server: Server, tmp_path: Path) -> None:
+    with pytest.raises(FetchRefused) as exc:
+        await fetch_to_file(
+            server.url("/file"), expected_sha256=PAYLOAD_SHA, max_bytes=1_000_000, allow_networks=LOOPBACK
+        )
+    assert exc.value.code == "fetch_failed"
+
+
+async def test_plain_http_and_bad_inputs_are_refused(tmp_path: Path) -> None:
+    cases = [
+        ("http://example.org/x.mcpb", PAYLOAD_SHA, "not_https"),
+        ("https://example.org/x.mcpb", "abc", "bad_checksum"),
+    ]
+    for url, sha, code in cases:
+        with pytest.raises(FetchRefused) as exc:
+            await fetch_to_file(url, expected_sha256=sha, max_bytes=10, dest_dir=tmp_path)
+        assert exc.value.code == code
+
+
+async def test_an_error_status_is_refused(server: Server, tmp_path: Path) -> None:
+    with pytest.raises(FetchRefused) as exc:
+        await fetch_to_file(
+            server.url("/missing"),
+            expected_sha256=PAYLOAD_SHA,
+            max_bytes=1_000,
+            dest_dir=tmp_path,
+            allow_networks=LOOPBACK,
+            verify=server.ca,
+        )
+    assert (exc.value.code, exc.value.reason) == ("http_status", f"{server.url('/missing')} answered 404")
+
+
+async def test_names_with_private_answers_are_refused_before_connecting() -> None:
+    with pytest.raises(FetchRefused) as exc:
+        await resolve_checked(httpx.URL("https://localhost/x"), [])
+    assert exc.value.code == "address_not_public"
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("8.8.8.8", True),
+        ("2001:4860:4860::8888", True),
+        ("::ffff:8.8.8.8", True),
+        ("10.0.0.1", False),
+        ("172.16.5.4", False),
+        ("192.168.1.1", False),
+        ("127.0.0.1", False),
+        ("169.254.169.254", False),
+        ("100.64.0.1", False),
+        ("0.0.0.0", False),
+        ("224.0.0.1", False),
+        ("255.255.255.255", False),
+        ("192.0.2.1", False),
+        ("198.18.0.1", False),
+        ("::1", False),
+        ("::", False),
+        ("fe80::1", False),
+        ("fc00::1", False),
+        ("ff02::1", False),
+        ("::ffff:10.0.0.1", False),
+        ("::ffff:127.0.0.1", False),
+        ("2002:0a00:0001::1", False),  # 6to4 wrapping 10.0.0.1
+        ("64:ff9b::a9fe:a9fe", False),  # NAT64 wrapping 169.254.169.254
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", False),  # Teredo with a private client
+    ],
+)
+def test_which_addresses_count_as_public(address: str, public: bool) -> None:
+    assert is_public_address(ipaddress.ip_address(address)) is public
