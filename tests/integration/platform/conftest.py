@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bundle_operator.platform.client import PlatformClient
@@ -117,10 +118,16 @@ def ws() -> str:
     return f"t-{uuid.uuid4().hex[:16]}"
 
 
+@pytest.fixture(autouse=True)
+def clear_faults(platform: PlatformProcess) -> Iterator[None]:
+    """Faults are server-wide: none armed by one test may reach the next."""
+    yield
+    httpx.delete(
+        f"{platform.url}/_admin/faults", headers={"Authorization": f"Bearer {TOKEN}"}
+    ).raise_for_status()
+
+
 @pytest.fixture
 async def client(platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
     async with PlatformClient(platform.url, token=TOKEN, timeout=10.0, retry=FAST_RETRY) as c:
         yield c
-    # Faults are server-wide: a test that armed some must not leave them for the next one.
-    async with PlatformClient(platform.url, token=TOKEN) as admin:
-        await admin.request("DELETE", "/_admin/faults", safe=True)
