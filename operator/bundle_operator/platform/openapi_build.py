@@ -107,7 +107,8 @@ class Op:
     errors: tuple[int, ...] = (400, 401, 404, 422)
     also_ok: tuple[int, ...] = ()
     etag: bool = False
-    extra_headers: dict[str, str] = field(default_factory=dict)
+    # OpenAPI links from this operation's success answer: name -> (operationId, parameters).
+    links: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
 
 def _path_params(path: str) -> tuple[Param, ...]:
@@ -158,6 +159,16 @@ def _entity_ops(kind: kinds.Kind[Any, Any, Any]) -> list[Op]:
         )
         for f in kind.filters
     )
+    from_created = {"workspace": "$request.path.workspace", "entity_id": "$response.body#/id"}
+    links = {
+        "Get": (f"get_{op_name}", from_created),
+        "Update": (f"update_{op_name}", from_created | {"header.If-Match": "$response.header.ETag"}),
+        "Delete": (f"delete_{op_name}", from_created),
+    }
+    if kind is kinds.GATEWAY_BUNDLES:
+        into_bundle = {"workspace": "$request.path.workspace", "bundle_id": "$response.body#/id"}
+        for op_id in _BUNDLE_OPS:
+            links[op_id] = (op_id, into_bundle)
     return [
         Op(
             "post",
@@ -172,6 +183,7 @@ def _entity_ops(kind: kinds.Kind[Any, Any, Any]) -> list[Op]:
             params=(IDEMPOTENCY,),
             errors=(400, 401, 404, 409, 422, 502) if kind is kinds.SKILLS else (400, 401, 404, 409, 422),
             etag=True,
+            links=links,
         ),
         Op(
             "get",
@@ -208,6 +220,22 @@ def _entity_ops(kind: kinds.Kind[Any, Any, Any]) -> list[Op]:
             errors=(400, 401, 404, 409, 412, 422),
         ),
     ]
+
+
+_BUNDLE_OPS = (
+    "rename_gateway_bundle",
+    "list_gateway_members",
+    "order_gateway_members",
+    "put_gateway_member",
+    "list_gateway_tools",
+    "put_gateway_tool",
+    "list_gateway_member_prompts",
+    "list_gateway_member_resources",
+    "list_gateway_prompts",
+    "put_gateway_prompt",
+    "list_gateway_resources",
+    "put_gateway_resource",
+)
 
 
 def operations() -> list[Op]:
@@ -477,6 +505,11 @@ def build() -> dict[str, Any]:
             if op.etag and status != 204:
                 response["headers"] = {
                     "ETag": {"description": "the revision, quoted", "schema": {"type": "string"}}
+                }
+            if op.links and status != 204:
+                response["links"] = {
+                    name: {"operationId": target, "parameters": dict(params)}
+                    for name, (target, params) in op.links.items()
                 }
             responses[str(status)] = response
         for status in op.errors:
