@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         # A second Ctrl-C must not leave half the components running.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         cluster.stop()
+        print("devcluster: stopped", flush=True)
 
 
 if __name__ == "__main__":

@@ -130,7 +130,8 @@ def reap_leftovers(timeout: float = 10.0) -> list[str]:
             continue
         if owner.alive():
             continue
-        survivors = [child for child in children if child.alive()]
+        # Newest first, as a clean stop does: etcd outlives the apiserver that writes to it.
+        survivors = [child for child in reversed(children) if child.alive()]
         for child in survivors:
             terminate(child, timeout)
         if data.get("remove_workdir"):
