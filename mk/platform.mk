@@ -1,0 +1,11 @@
+# The reference agent platform: run it in the foreground, or benchmark it through the client.
+PLATFORM_PORT ?= 8080
+PLATFORM_DB ?= $(CURDIR)/tmp/platform/platform.db
+
+.PHONY: platform-serve bench-platform
+
+platform-serve: $(STAMP)
+	$(BIN)/bundlectl platform serve --port $(PLATFORM_PORT) --db $(PLATFORM_DB)
+
+bench-platform: $(STAMP)
+	$(BIN)/python bench/platform.py
