@@ -15,7 +15,7 @@ from typing import Literal
 
 from asn1crypto import cms, core
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
@@ -85,7 +85,9 @@ def parse(der: bytes) -> ParsedSignature | SignatureResult:
         return _parse(der)
     except _Invalid as exc:
         return SignatureResult(status="invalid", detail=str(exc))
-    except (ValueError, TypeError, KeyError, IndexError, UnsupportedAlgorithm):
+    except Exception:
+        # Hostile DER reaches two parsers that raise many kinds of errors; each one means the
+        # same thing here: damaged, so invalid (never unsigned, never a crash).
         return SignatureResult(status="invalid", detail="the signature block is not a readable CMS structure")
 
 
@@ -144,7 +146,7 @@ def verify(parsed: ParsedSignature, content_digest: bytes) -> SignatureResult:
         )
     except _Invalid as exc:
         return SignatureResult(status="invalid", detail=str(exc))
-    except (ValueError, TypeError, KeyError, UnsupportedAlgorithm):
+    except Exception:  # as in parse: anything else from hostile input means damaged
         return SignatureResult(status="invalid", detail="the signature's structure cannot be used")
 
 

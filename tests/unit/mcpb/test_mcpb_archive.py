@@ -288,3 +288,11 @@ def test_python_zipfile_archives_with_zip64_extras_are_read(tmp_path: Path) -> N
         zf.writestr("server/index.js", b"x")
     path.write_bytes(buf.getvalue())
     assert inspect_file(path, platform="linux").verdict == "accepted"
+
+
+def test_reasons_never_carry_terminal_control_characters(inspect_bytes: Inspect) -> None:
+    entry = RawEntry("evil\x1b[2J.js", b"x", flags=1)  # encrypted: refused before the name rules
+    result = inspect_bytes(write_zip([*honest_entries(), entry]))
+    assert result.code == "entry_encrypted"
+    assert "\x1b" not in (result.reason or "")
+    assert "evil\\x1b[2J.js" in (result.reason or "")
