@@ -1,0 +1,483 @@
+"""Analyze against a live platform, then install or update all-or-nothing by compensation.
+
+``plan`` reads (the record, one list per kind) and writes nothing: every entity CREATE, REUSE,
+UPDATE or SKIPPED, the three-way merge of each update with its conflicts, the entities the bundle
+dropped, the requirements. ``apply`` carries a plan out level by level (MCPs, skills, agents,
+channels, automations, policies, gateway), creates within a level concurrently; when anything
+fails, everything this run created is deleted again, newest first, and the original error is
+raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bundle_operator.document.issues import Code, Issue, blocking, warning
+from bundle_operator.document.parse import ParsedBundle
+from bundle_operator.engine.analyze import analyze_offline
+from bundle_operator.engine.desired import LEVELS, Desired, Inputs, desired_level
+from bundle_operator.engine.diff import changed_paths
+from bundle_operator.engine.merge import MergeResult, OnConflict, merge
+from bundle_operator.engine.preview import Action, EntityPlan, Preview
+from bundle_operator.engine.record import Record, RecordedEntity, secret_hash
+from bundle_operator.engine.snapshot import Snapshot, project, read_snapshot
+from bundle_operator.engine.writer import Persist, Writer
+from bundle_operator.platform import kinds
+from bundle_operator.platform.errors import PlatformError
+from bundle_operator.platform.protocol import PlatformAPI
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to install: activation, requirement substitutions, and what to do on a conflict."""
+
+    activate: bool = False
+    substitutions: Mapping[str, str] = field(default_factory=dict)
+    on_conflict: OnConflict = OnConflict.FAIL
+
+
+@dataclass
+class Planned:
+    """The decision for one entity, with what it was decided from."""
+
+    desired: Desired
+    action: Action
+    reason: str | None = None
+    recorded: RecordedEntity | None = None
+    live: dict[str, Any] | None = None
+    merge: MergeResult | None = None
+
+
+@dataclass
+class Removal:
+    """A recorded entity the bundle no longer has: deleted when unmodified, else kept."""
+
+    recorded: RecordedEntity
+    delete: bool
+    edited_paths: list[str]
+
+
+@dataclass
+class Plan:
+    """Everything an install would do, and the preview that reports it."""
+
+    preview: Preview
+    items: list[Planned]
+    removals: list[Removal]
+    inputs: Inputs | None
+    snapshot: Snapshot
+    fingerprint: str
+    drift: dict[str, list[str]] = field(default_factory=dict)
+    skipped: set[str] = field(default_factory=set)
+
+
+@dataclass
+class ApplyResult:
+    """What an install or update did."""
+
+    preview: Preview
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    conflicts: dict[str, list[str]] = field(default_factory=dict)
+    calls: int = 0
+
+
+class Blocked(Exception):
+    """Analyze found something that blocks: nothing was written."""
+
+    def __init__(self, preview: Preview) -> None:
+        codes = sorted({str(i.code) for i in preview.issues if i.blocking})
+        super().__init__(f"the install is blocked: {', '.join(codes)}")
+        self.preview = preview
+
+
+class InstallFailed(Exception):
+    """A platform write failed and the run was rolled back; ``cause`` is the original error."""
+
+    def __init__(self, cause: BaseException, rollback_failures: list[str]) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.rollback_failures = rollback_failures
+
+
+def fingerprint(record: Record, digest: str, setup: Mapping[str, str], options: Options) -> str:
+    """A hash of every input of a run; secret values enter only hashed."""
+    material = {
+        "digest": digest,
+        "setup": {k: secret_hash(record.installation, v) for k, v in sorted(setup.items())},
+        "activate": options.activate,
+        "substitutions": dict(sorted(options.substitutions.items())),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def _decide(
+    desired: Desired, record: Record, snapshot: Snapshot, options: Options, installation: str
+) -> Planned:
+    recorded = record.find(desired.entity)
+    if recorded is None:
+        return Planned(desired, "CREATE")
+    live = project(recorded, snapshot)
+    if live is None:
+        reason = (
+            "the agent it recorded is archived; it is installed again"
+            if desired.kind == "agent" and snapshot.get(kinds.AGENTS.path, recorded.primary_id) is not None
+            else "the entity it recorded no longer exists; it is created again"
+        )
+        return Planned(desired, "CREATE", reason, recorded)
+    hashes = {site: secret_hash(installation, v) for site, v in desired.secrets.items()}
+    if desired.spec == recorded.spec and hashes == recorded.secrets:
+        return Planned(desired, "REUSE", None, recorded, live)
+    result = merge(recorded.spec, desired.spec, live, options.on_conflict)
+    return Planned(desired, "UPDATE", None, recorded, live, result)
+
+
+async def plan(
+    platform: PlatformAPI,
+    workspace: str,
+    parsed: ParsedBundle,
+    setup: Mapping[str, object],
+    record: Record,
+    options: Options | None = None,
+    snapshot: Snapshot | None = None,
+) -> Plan:
+    """Analyze with the platform: what an install would do. Writes nothing."""
+    options = options or Options()
+    offline = analyze_offline(parsed, setup)
+    bundle = parsed.bundle
+    empty = Snapshot()
+    if bundle is None or offline.bundle is None:
+        return Plan(offline, [], [], None, empty, "")
+    values = _setup_values(parsed, setup)
+    # Requirements are checked against the platform below; the offline note does not apply.
+    issues = [i for i in offline.issues if i.code != Code.REQUIREMENT_NOT_CHECKED]
+    requirement_issues, stripped = await _requirements(platform, workspace, parsed, options)
+    issues += requirement_issues
+    skipped = {f"{p.kind}:{p.key}" for p in offline.entities if p.action == "SKIPPED"}
+    reasons = {f"{p.kind}:{p.key}": p.reason for p in offline.entities if p.action == "SKIPPED"}
+    inputs = Inputs(
+        bundle=bundle,
+        setup=values,
+        secret_fields=frozenset(f.key for f in bundle.setup if f.type == "secret"),
+        activate=options.activate,
+        substitutions=dict(options.substitutions),
+        stripped=frozenset(stripped),
+    )
+    if snapshot is None:
+        snapshot = await read_snapshot(platform, workspace, record) if record.entities else empty
+    fp = fingerprint(record, offline.bundle.digest, values, options)
+    ids: dict[str, str] = {}
+    items: list[Planned] = []
+    drift: dict[str, list[str]] = {}
+    for level in LEVELS:
+        for desired in desired_level(level, inputs, ids, skipped):
+            decided = _decide(desired, record, snapshot, options, record.installation)
+            items.append(decided)
+            if decided.action != "CREATE" and decided.recorded is not None and decided.recorded.primary_id:
+                ids[desired.entity] = decided.recorded.primary_id
+            if decided.action == "REUSE" and decided.live is not None and decided.recorded is not None:
+                paths = changed_paths(decided.recorded.spec, decided.live)
+                if paths:
+                    drift[desired.entity] = paths
+            if decided.merge is not None and decided.merge.conflicts:
+                issues += _conflict_issues(desired.entity, decided.merge.conflicts, options.on_conflict)
+    wanted = {p.desired.entity for p in items}
+    removals: list[Removal] = []
+    for recorded in sorted(record.entities, key=lambda r: -r.seq):
+        if recorded.entity in wanted:
+            continue
+        live = project(recorded, snapshot)
+        if live is None:
+            continue
+        edited = changed_paths(recorded.spec, live)
+        removals.append(Removal(recorded, not edited, edited))
+        if edited:
+            issues.append(
+                warning(
+                    Code.ENTITY_KEPT,
+                    f"{recorded.entity} is no longer in the bundle but was edited "
+                    f"since it was installed ({', '.join(edited[:5])}); it is kept",
+                    entity=recorded.entity,
+                )
+            )
+        else:
+            issues.append(
+                warning(
+                    Code.ENTITY_REMOVED,
+                    f"{recorded.entity} is no longer in the bundle; it will be deleted",
+                    entity=recorded.entity,
+                )
+            )
+    plans = [
+        EntityPlan(p.desired.kind, p.desired.key, p.action, p.reason, ids.get(p.desired.entity))
+        for p in items
+    ]
+    by_entity = {p.entity for p in plans}
+    plans += [
+        EntityPlan(entity.split(":", 1)[0], entity.split(":", 1)[1], "SKIPPED", reasons[entity])
+        for entity in reasons
+        if entity not in by_entity
+    ]
+    plans.sort(key=lambda p: LEVELS.index(p.kind))
+    preview = Preview(offline.bundle, plans, issues)
+    return Plan(preview, items, removals, inputs, snapshot, fp, drift, skipped)
+
+
+def _setup_values(parsed: ParsedBundle, setup: Mapping[str, object]) -> dict[str, str]:
+    from bundle_operator.document import setup as setup_rules
+
+    assert parsed.bundle is not None
+    return setup_rules.resolve(parsed.bundle, setup).values
+
+
+def _conflict_issues(entity: str, conflicts: list[str], mode: OnConflict) -> list[Issue]:
+    if mode is OnConflict.FAIL:
+        return [
+            blocking(
+                Code.UPDATE_CONFLICT,
+                f"{entity}: {path} was changed on the platform and in the bundle; "
+                "set onConflict to KeepMine or TakeTheirs, or undo one side",
+                path,
+                entity,
+            )
+            for path in conflicts
+        ]
+    side = "the platform's value" if mode is OnConflict.KEEP_MINE else "the bundle's value"
+    return [
+        warning(Code.UPDATE_CONFLICT, f"{entity}: {path} changed on both sides; {side} is kept", path, entity)
+        for path in conflicts
+    ]
+
+
+async def _requirements(
+    platform: PlatformAPI, workspace: str, parsed: ParsedBundle, options: Options
+) -> tuple[list[Issue], set[str]]:
+    bundle = parsed.bundle
+    assert bundle is not None
+    issues: list[Issue] = []
+    stripped: set[str] = set()
+    server_names: set[str] | None = None
+    for index, requirement in enumerate(bundle.requires):
+        ref = f"{requirement.kind}:{requirement.ref}"
+        pointer = f"/requires/{index}"
+        if ref in options.substitutions:
+            continue
+        if requirement.policy == "substitute":
+            issues.append(
+                blocking(
+                    Code.SUBSTITUTION_REQUIRED,
+                    f"requirement {ref} must be substituted: give a substitution for '{ref}'",
+                    pointer,
+                )
+            )
+            continue
+        present: bool | None = None
+        if requirement.kind == "tool":
+            if any(m.key == requirement.ref for m in bundle.mcps):
+                present = True
+            else:
+                if server_names is None:
+                    servers = await platform.list_all(workspace, kinds.MCP_SERVERS)
+                    server_names = {s.name for s in servers}
+                present = requirement.ref in server_names
+        if present is None:
+            issues.append(
+                warning(
+                    Code.REQUIREMENT_NOT_VERIFIED,
+                    f"requirement {ref} cannot be checked against this platform; it is assumed present",
+                    pointer,
+                )
+            )
+        elif not present and requirement.policy == "block":
+            issues.append(
+                blocking(Code.REQUIREMENT_MISSING, f"requirement {ref} is missing on the platform", pointer)
+            )
+        elif not present:
+            stripped.add(ref)
+            issues.append(
+                warning(
+                    Code.REQUIREMENT_STRIPPED,
+                    f"requirement {ref} is missing; references to it are dropped",
+                    pointer,
+                )
+            )
+    return [i.with_line(parsed.source_map.line_of(i.path)) for i in issues], stripped
+
+
+async def apply(
+    platform: PlatformAPI,
+    workspace: str,
+    parsed: ParsedBundle,
+    setup: Mapping[str, object],
+    record: Record,
+    persist: Persist,
+    options: Options | None = None,
+) -> ApplyResult:
+    """Install or update to the bundle; raises Blocked (nothing written) or InstallFailed (rolled back)."""
+    options = options or Options()
+    lock = asyncio.Lock()
+
+    async def persist_locked(current: Record) -> None:
+        async with lock:
+            await persist(current)
+
+    first = await plan(platform, workspace, parsed, setup, record, options)
+    if first.inputs is None or first.preview.blocking:
+        raise Blocked(first.preview)
+    if record.journal and record.inflight_fingerprint != first.fingerprint:
+        # A run was interrupted with other inputs: its creates cannot be replayed, so undo them.
+        writer = _writer(platform, workspace, record, persist_locked, first, record.inflight_attempt or 0)
+        await _roll_back(writer)
+    if record.inflight_fingerprint != first.fingerprint:
+        record.attempt += 1
+        record.inflight_fingerprint = first.fingerprint
+        record.inflight_attempt = record.attempt
+        await persist_locked(record)
+    writer = _writer(
+        platform, workspace, record, persist_locked, first, record.inflight_attempt or record.attempt
+    )
+    result = ApplyResult(first.preview)
+    result.calls = first.snapshot.calls
+    ids: dict[str, str] = {}
+    created: list[RecordedEntity] = []
+    entities: dict[str, RecordedEntity] = {r.entity: r for r in record.entities}
+    try:
+        for level in LEVELS:
+            decided = [
+                _decide(d, record, first.snapshot, options, record.installation)
+                for d in desired_level(level, first.inputs, ids, first.skipped)
+            ]
+            outcomes = await asyncio.gather(
+                *(_carry_out(writer, item) for item in decided), return_exceptions=True
+            )
+            failure: BaseException | None = None
+            for item, outcome in zip(decided, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    failure = failure or outcome
+                    continue
+                entity = item.desired.entity
+                ids[entity] = outcome.primary_id or ""
+                entities[entity] = outcome
+                if item.action == "CREATE":
+                    created.append(outcome)
+                    result.created.append(entity)
+                elif item.action == "UPDATE":
+                    # Its new parts are recorded now: a later rollback must not take them away.
+                    record.journal = [e for e in record.journal if e.entity != entity]
+                    result.updated.append(entity)
+                    if item.merge is not None and item.merge.conflicts:
+                        result.conflicts[entity] = item.merge.conflicts
+                else:
+                    result.reused.append(entity)
+            if failure is not None:
+                raise failure
+        for removal in first.removals:
+            entity = removal.recorded.entity
+            if not removal.delete:
+                result.kept.append(entity)
+                entities.pop(entity, None)
+                continue
+            failures = await writer.delete_entity(removal.recorded)
+            if failures:
+                result.kept.append(entity)
+            else:
+                result.deleted.append(entity)
+            entities.pop(entity, None)
+    except BaseException as exc:
+        # Updates already written stay written; the record says so. Creates are undone.
+        record.entities = [e for e in entities.values() if e.entity not in {c.entity for c in created}]
+        failures = await _roll_back(writer)
+        result.calls += writer.calls
+        if isinstance(exc, Exception):
+            raise InstallFailed(exc, failures) from exc
+        raise
+    record.entities = sorted(entities.values(), key=lambda e: e.seq)
+    record.journal = []
+    record.inflight_fingerprint = None
+    record.inflight_attempt = None
+    assert parsed.bundle is not None and parsed.digest is not None
+    record.bundle_name = parsed.bundle.name
+    record.bundle_version = parsed.bundle.version
+    record.digest = parsed.digest
+    await persist_locked(record)
+    result.calls += writer.calls
+    result.preview = Preview(
+        first.preview.bundle,
+        [
+            EntityPlan(p.kind, p.key, p.action, p.reason, ids.get(p.entity) or p.id)
+            for p in first.preview.entities
+        ],
+        first.preview.issues,
+    )
+    return result
+
+
+def _writer(
+    platform: PlatformAPI, workspace: str, record: Record, persist: Persist, planned: Plan, attempt: int
+) -> Writer:
+    assert planned.inputs is not None
+    return Writer(
+        platform, workspace, record, persist, planned.fingerprint, attempt, planned.inputs.bundle.name
+    )
+
+
+async def _carry_out(writer: Writer, item: Planned) -> RecordedEntity:
+    if item.action == "CREATE":
+        return await writer.create_entity(item.desired)
+    if item.action == "UPDATE":
+        assert item.recorded is not None and item.merge is not None and item.live is not None
+        return await writer.update_entity(item.recorded, item.desired, item.merge.merged, item.live)
+    assert item.recorded is not None
+    return item.recorded
+
+
+async def _roll_back(writer: Writer) -> list[str]:
+    """Delete everything the journal says this run created, newest first; replay pending creates
+    first so an entity created behind a lost response is found and deleted too."""
+    record = writer.record
+    for entry in list(record.journal):
+        if entry.state == "pending" and entry.idempotency_key in writer.pending_bodies:
+            kind, body = writer.pending_bodies[entry.idempotency_key]
+            try:
+                entity = await writer.platform.create(
+                    writer.workspace, kind, body, idempotency_key=entry.idempotency_key
+                )
+                entry.id, entry.state = entity.id, "created"
+                entry.seq = record.next_seq()
+            except PlatformError:
+                pass  # refused or unreachable: nothing was created under this key that we can find
+    failures: list[str] = []
+    for entry in sorted(record.journal, key=lambda e: -e.seq):
+        if entry.state != "created" or entry.id is None:
+            if entry.state == "pending":
+                log.warning(
+                    "rollback: %s %s of %s was never confirmed created", entry.path, entry.role, entry.entity
+                )
+            continue
+        try:
+            await writer.delete(entry.path, entry.id)
+            entry.state = "deleted"
+        except PlatformError as exc:
+            log.warning(
+                "rollback: could not delete %s %s of %s: %s", entry.path, entry.id, entry.entity, exc.code
+            )
+            failures.append(f"{entry.path}/{entry.id}")
+        except Exception as exc:  # a rollback keeps going whatever one delete does
+            log.warning("rollback: could not delete %s %s of %s: %r", entry.path, entry.id, entry.entity, exc)
+            failures.append(f"{entry.path}/{entry.id}")
+    record.journal = []
+    record.inflight_fingerprint = None
+    record.inflight_attempt = None
+    await writer.persist(record)
+    return failures

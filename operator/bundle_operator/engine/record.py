@@ -1,0 +1,106 @@
+"""What an installation remembers: the record of what it wrote, and the journal of creates in flight.
+
+The caller persists both (the operator in the cluster, the CLI in a state file); the engine hands
+them back through a ``persist`` callback at every step that must survive a crash. No secret value
+is ever kept: where a value matters for change detection, its salted hash is kept instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RECORD_VERSION = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Part(_Model):
+    """One platform entity written for a bundle entity (an MCP has secrets, a server and an instance)."""
+
+    role: str  # "primary", "server", "secret:<site>"
+    path: str  # the platform collection, e.g. "mcp-instances"
+    id: str
+
+
+class RecordedEntity(_Model):
+    """A bundle entity as the installation last wrote it."""
+
+    kind: str
+    key: str
+    parts: list[Part] = Field(default_factory=list)
+    spec: dict[str, Any] = Field(default_factory=dict)
+    # Hashes of the secret values written (site -> hash), to notice a changed setup value.
+    secrets: dict[str, str] = Field(default_factory=dict)
+    seq: int = 0  # creation order: uninstall and rollback go newest first
+
+    @property
+    def entity(self) -> str:
+        """``kind:key``."""
+        return f"{self.kind}:{self.key}"
+
+    @property
+    def primary_id(self) -> str | None:
+        """The id of the entity that stands for this one (the instance of an MCP, say)."""
+        for part in self.parts:
+            if part.role == "primary":
+                return part.id
+        return None
+
+
+class JournalEntry(_Model):
+    """A create about to happen or done: enough to find its entity again after a crash."""
+
+    entity: str  # kind:key
+    role: str
+    path: str
+    idempotency_key: str
+    id: str | None = None
+    state: Literal["pending", "created", "deleted"] = "pending"
+    seq: int = 0
+
+
+class Record(_Model):
+    """The state of one installation."""
+
+    version: int = RECORD_VERSION
+    installation: str
+    workspace: str
+    bundle_name: str | None = None
+    bundle_version: str | None = None
+    digest: str | None = None
+    attempt: int = 0  # grows with every run that writes, so its creates get fresh idempotency keys
+    # The run in flight: its inputs' fingerprint and attempt, so a restart can replay its creates.
+    inflight_fingerprint: str | None = None
+    inflight_attempt: int | None = None
+    seq: int = 0
+    entities: list[RecordedEntity] = Field(default_factory=list)
+    journal: list[JournalEntry] = Field(default_factory=list)
+
+    def find(self, entity: str) -> RecordedEntity | None:
+        """The recorded entity ``kind:key``, if any."""
+        for recorded in self.entities:
+            if recorded.entity == entity:
+                return recorded
+        return None
+
+    def next_seq(self) -> int:
+        """A new creation sequence number."""
+        self.seq += 1
+        return self.seq
+
+
+def idempotency_key(record: Record, fingerprint: str, attempt: int, entity: str, role: str) -> str:
+    """Stable for one installation, inputs (bundle digest and setup), attempt, entity and part: a create
+    repeated after a crash returns the entity the first one made."""
+    material = "\x1f".join([record.installation, record.workspace, fingerprint, str(attempt), entity, role])
+    return "bo-" + hashlib.sha256(material.encode()).hexdigest()[:40]
+
+
+def secret_hash(installation: str, value: str) -> str:
+    """A salted hash of a secret value: equal values compare equal, the value cannot be read back."""
+    return "sha256:" + hashlib.sha256(f"{installation}\x1f{value}".encode()).hexdigest()

@@ -1,0 +1,203 @@
+"""The live state of what an installation recorded, read with one list call per kind, and projected
+into the same spec form the engine writes, so live and recorded compare field by field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bundle_operator.engine.record import Record, RecordedEntity
+from bundle_operator.platform import kinds
+from bundle_operator.platform.models import (
+    Agent,
+    Channel,
+    Entity,
+    GatewayBundle,
+    McpInstance,
+    McpServer,
+    Policy,
+    SchemaField,
+    SecretRef,
+    Skill,
+    Trigger,
+)
+from bundle_operator.platform.protocol import PlatformAPI
+
+# Which platform collection holds the primary entity of each bundle entity kind.
+PRIMARY_PATH: dict[str, str] = {
+    "mcp": kinds.MCP_INSTANCES.path,
+    "skill": kinds.SKILLS.path,
+    "agent": kinds.AGENTS.path,
+    "channel": kinds.CHANNELS.path,
+    "automation": kinds.TRIGGERS.path,
+    "policy": kinds.POLICIES.path,
+    "gateway": kinds.GATEWAY_BUNDLES.path,
+}
+_KIND_BY_PATH = {kind.path: kind for kind in kinds.ALL_KINDS}
+
+
+@dataclass
+class Snapshot:
+    """Live entities by collection and id, plus the gateway's contents when one is recorded."""
+
+    entities: dict[str, dict[str, Entity]] = field(default_factory=dict)
+    gateway: dict[str, Any] | None = None
+    calls: int = 0
+
+    def get(self, path: str, entity_id: str | None) -> Entity | None:
+        """A live entity, or None when it is gone."""
+        if entity_id is None:
+            return None
+        return self.entities.get(path, {}).get(entity_id)
+
+
+async def read_snapshot(platform: PlatformAPI, workspace: str, record: Record) -> Snapshot:
+    """List every collection the record has entities in (one call per kind, pages aside)."""
+    snapshot = Snapshot()
+    paths = sorted({part.path for recorded in record.entities for part in recorded.parts})
+    for path in paths:
+        kind = _KIND_BY_PATH.get(path)
+        if kind is None:
+            continue
+        items = await platform.list_all(workspace, kind)
+        snapshot.calls += 1
+        snapshot.entities[path] = {item.id: item for item in items}
+    gateway = record.find("gateway:gateway")
+    if gateway is not None:
+        bundle = snapshot.get(kinds.GATEWAY_BUNDLES.path, gateway.primary_id)
+        if isinstance(bundle, GatewayBundle):
+            snapshot.gateway = await _read_gateway(platform, workspace, bundle)
+            snapshot.calls += 6
+    return snapshot
+
+
+async def _read_gateway(platform: PlatformAPI, workspace: str, bundle: GatewayBundle) -> dict[str, Any]:
+    members = await platform.list_members(workspace, bundle.id)
+    tools = await platform.list_tools(workspace, bundle.id)
+    member_prompts = await platform.list_member_prompts(workspace, bundle.id)
+    member_resources = await platform.list_member_resources(workspace, bundle.id)
+    prompts = await platform.list_prompts(workspace, bundle.id)
+    resources = await platform.list_resources(workspace, bundle.id)
+    return {
+        "bundle": {"name": bundle.name, "description": bundle.description, "overview": bundle.overview},
+        "members": [
+            {"name": m.name, "mcp_instance_id": m.mcp_instance_id, "enabled": m.enabled}
+            for m in sorted(members, key=lambda m: m.position)
+        ],
+        "tools": {
+            t.id: {
+                "enabled": t.enabled,
+                "override_name": t.override_name,
+                "override_title": t.override_title,
+                "override_description": t.override_description,
+                "override_annotations": t.override_annotations,
+            }
+            for t in tools
+        },
+        "member_prompts": {
+            p.id: {"enabled": p.enabled, "title": p.title, "description": p.description}
+            for p in member_prompts
+        },
+        "member_resources": {
+            r.id: {"enabled": r.enabled, "title": r.title, "description": r.description}
+            for r in member_resources
+        },
+        "prompts": {
+            p.name: {
+                "name": p.name,
+                "title": p.title,
+                "description": p.description,
+                "arguments": [a.model_dump(mode="json") for a in p.arguments],
+                "messages": [m.model_dump(mode="json") for m in p.messages],
+            }
+            for p in prompts
+        },
+        "resources": {
+            r.name: {"name": r.name, "title": r.title, "mime_type": r.mime_type, "content": r.content}
+            for r in resources
+        },
+    }
+
+
+def project(recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+    """The live state of a recorded entity in spec form, or None when it is gone (or archived)."""
+    primary = snapshot.get(PRIMARY_PATH[recorded.kind], recorded.primary_id)
+    if primary is None:
+        return None
+    if isinstance(primary, McpInstance):
+        server_part = next((p for p in recorded.parts if p.role == "server"), None)
+        server = snapshot.get(kinds.MCP_SERVERS.path, server_part.id if server_part else primary.server_id)
+        if not isinstance(server, McpServer):
+            return None
+        return _project_mcp(recorded, primary, server)
+    if isinstance(primary, Skill):
+        if primary.source_type == "inline":
+            return {"source_type": "inline", "content": primary.content}
+        return {"source_type": "github", "source_url": primary.source_url}
+    if isinstance(primary, Agent):
+        if primary.archived:
+            return None  # an archived agent is installed again
+        return {
+            "name": primary.name,
+            "description": primary.description,
+            "instructions": primary.instructions,
+            "model": primary.model,
+            "mcp_instance_ids": list(primary.mcp_instance_ids),
+            "skill_ids": list(primary.skill_ids),
+        }
+    if isinstance(primary, Channel):
+        return {
+            "type": primary.type,
+            "name": primary.name,
+            "agent_id": primary.agent_id,
+            "enabled": primary.enabled,
+        }
+    if isinstance(primary, Trigger):
+        return {
+            "name": primary.name,
+            "type": primary.type,
+            "agent_id": primary.agent_id,
+            "schedule": primary.schedule,
+            "timezone": primary.timezone,
+            "message": primary.message,
+            "enabled": primary.enabled,
+        }
+    if isinstance(primary, Policy):
+        return {"type": primary.type, "agent_id": primary.agent_id, "config": dict(primary.config)}
+    if isinstance(primary, GatewayBundle):
+        return snapshot.gateway
+    return None
+
+
+def _schema(entries: list[SchemaField]) -> list[dict[str, Any]]:
+    return [{"name": e.name, "type": e.type or ("secret" if e.secret else "string")} for e in entries]
+
+
+def _project_mcp(recorded: RecordedEntity, instance: McpInstance, server: McpServer) -> dict[str, Any]:
+    sites = {p.id: p.role.removeprefix("secret:") for p in recorded.parts if p.role.startswith("secret:")}
+
+    def value(item: Any) -> Any:
+        if isinstance(item, SecretRef):
+            site = sites.get(item.secret_id)
+            return {"secret": site} if site is not None else {"secret_id": item.secret_id}
+        return item
+
+    return {
+        "server": {
+            "name": server.name,
+            "type": server.type,
+            "command": server.command,
+            "image": server.image,
+            "endpoint_url": server.endpoint_url,
+            "env_schema": _schema(server.env_schema),
+            "headers_schema": _schema(server.headers_schema),
+        },
+        "instance": {
+            "name": instance.name,
+            "env": {k: value(v) for k, v in instance.env.items()},
+            "headers": {k: value(v) for k, v in instance.headers.items()},
+            "args": None if instance.args is None else [value(a) for a in instance.args],
+            "endpoint_url": value(instance.endpoint_url),
+            "context_signing": instance.context_signing,
+        },
+    }

@@ -1,0 +1,425 @@
+"""Writing bundle entities to the platform: journaled creates, updates from a merged spec, deletes.
+
+Every create is journaled before the call (with its idempotency key) and after it (with the id),
+and the caller's ``persist`` runs at both points, so a crash leaves enough behind to find the
+entity again instead of creating a second one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import SecretStr
+
+from bundle_operator.engine.desired import Desired
+from bundle_operator.engine.record import (
+    JournalEntry,
+    Part,
+    Record,
+    RecordedEntity,
+    idempotency_key,
+    secret_hash,
+)
+from bundle_operator.platform import kinds
+from bundle_operator.platform.errors import NotFound, PlatformError
+from bundle_operator.platform.kinds import Kind
+from bundle_operator.platform.models import (
+    AgentCreate,
+    AgentUpdate,
+    ApiModel,
+    ChannelCreate,
+    ChannelUpdate,
+    Entity,
+    GatewayBundleCreate,
+    GatewayBundleUpdate,
+    GatewayEntryCuration,
+    GatewayMemberPut,
+    GatewayPromptPut,
+    GatewayResourcePut,
+    GatewayToolCuration,
+    McpInstanceCreate,
+    McpInstanceUpdate,
+    McpServerCreate,
+    McpServerUpdate,
+    PolicyCreate,
+    PolicyUpdate,
+    SchemaFieldIn,
+    SecretCreate,
+    SecretRef,
+    SecretUpdate,
+    SkillCreate,
+    SkillUpdate,
+    TriggerCreate,
+    TriggerUpdate,
+    parse_member_resource_id,
+)
+from bundle_operator.platform.protocol import PlatformAPI
+
+log = logging.getLogger(__name__)
+
+Persist = Callable[[Record], Awaitable[None]]
+_KIND_BY_PATH = {kind.path: kind for kind in kinds.ALL_KINDS}
+
+
+@dataclass
+class Writer:
+    """One run's writes: which platform, which record, and how to persist it."""
+
+    platform: PlatformAPI
+    workspace: str
+    record: Record
+    persist: Persist
+    fingerprint: str
+    attempt: int
+    bundle_name: str
+    calls: int = 0
+    # Bodies of creates still pending, kept in memory so a rollback can replay them to learn ids.
+    pending_bodies: dict[str, tuple[Kind[Any, Any, Any], ApiModel]] = field(default_factory=dict)
+
+    async def create(self, entity: str, role: str, kind: Kind[Any, Any, Any], body: ApiModel) -> Entity:
+        """A journaled, idempotent create."""
+        key = idempotency_key(self.record, self.fingerprint, self.attempt, entity, role)
+        entry = next((e for e in self.record.journal if e.idempotency_key == key), None)
+        if entry is None:
+            entry = JournalEntry(entity=entity, role=role, path=kind.path, idempotency_key=key)
+            self.record.journal.append(entry)
+            await self.persist(self.record)
+        self.pending_bodies[key] = (kind, body)
+        self.calls += 1
+        created: Entity = await self.platform.create(self.workspace, kind, body, idempotency_key=key)
+        entry.id = created.id
+        entry.state = "created"
+        entry.seq = self.record.next_seq()
+        self.pending_bodies.pop(key, None)
+        await self.persist(self.record)
+        return created
+
+    async def update(self, kind: Kind[Any, Any, Any], entity_id: str, body: ApiModel) -> Entity:
+        """An update at the live revision (read right before, so a concurrent edit fails loudly)."""
+        current = await self.platform.get(self.workspace, kind, entity_id)
+        self.calls += 2
+        updated: Entity = await self.platform.update(
+            self.workspace, kind, entity_id, body, revision=current.revision
+        )
+        return updated
+
+    async def delete(self, path: str, entity_id: str) -> None:
+        """Delete one platform entity; already gone counts as done."""
+        kind = _KIND_BY_PATH[path]
+        self.calls += 1
+        with contextlib.suppress(NotFound):
+            await self.platform.delete(self.workspace, kind, entity_id)
+
+    # --- creates per bundle entity kind -----------------------------------------------------------
+
+    async def create_entity(self, desired: Desired) -> RecordedEntity:
+        """Create every platform entity a bundle entity needs; returns what to record."""
+        creator = {
+            "mcp": self._create_mcp,
+            "skill": self._create_skill,
+            "agent": self._create_agent,
+            "channel": self._create_channel,
+            "automation": self._create_automation,
+            "policy": self._create_policy,
+            "gateway": self._create_gateway,
+        }[desired.kind]
+        parts = await creator(desired)
+        return RecordedEntity(
+            kind=desired.kind,
+            key=desired.key,
+            parts=parts,
+            spec=desired.spec,
+            secrets={site: secret_hash(self.record.installation, v) for site, v in desired.secrets.items()},
+            seq=self.record.next_seq(),
+        )
+
+    async def _create_mcp(self, desired: Desired) -> list[Part]:
+        entity = desired.entity
+        parts: list[Part] = []
+        secret_ids: dict[str, str] = {}
+        for site, value in desired.secrets.items():
+            if site == "context_secret":
+                continue
+            body = SecretCreate(name=f"{self.bundle_name}/{desired.key}/{site}", value=SecretStr(value))
+            secret = await self.create(entity, f"secret:{site}", kinds.SECRETS, body)
+            secret_ids[site] = secret.id
+            parts.append(Part(role=f"secret:{site}", path=kinds.SECRETS.path, id=secret.id))
+        server_spec = desired.spec["server"]
+        server = await self.create(entity, "server", kinds.MCP_SERVERS, _server_create(server_spec))
+        parts.append(Part(role="server", path=kinds.MCP_SERVERS.path, id=server.id))
+        instance_spec = desired.spec["instance"]
+        context = desired.secrets.get("context_secret")
+        instance_body = McpInstanceCreate(
+            server_id=server.id,
+            name=instance_spec["name"],
+            **_instance_values(instance_spec, secret_ids),
+            context_secret=SecretStr(context) if context is not None else None,
+        )
+        instance = await self.create(entity, "primary", kinds.MCP_INSTANCES, instance_body)
+        parts.append(Part(role="primary", path=kinds.MCP_INSTANCES.path, id=instance.id))
+        return parts
+
+    async def _create_skill(self, desired: Desired) -> list[Part]:
+        skill = await self.create(desired.entity, "primary", kinds.SKILLS, SkillCreate(**desired.spec))
+        return [Part(role="primary", path=kinds.SKILLS.path, id=skill.id)]
+
+    async def _create_agent(self, desired: Desired) -> list[Part]:
+        agent = await self.create(desired.entity, "primary", kinds.AGENTS, AgentCreate(**desired.spec))
+        return [Part(role="primary", path=kinds.AGENTS.path, id=agent.id)]
+
+    async def _create_channel(self, desired: Desired) -> list[Part]:
+        body = ChannelCreate(**desired.spec, bot_token=SecretStr(desired.secrets["bot_token"]))
+        channel = await self.create(desired.entity, "primary", kinds.CHANNELS, body)
+        return [Part(role="primary", path=kinds.CHANNELS.path, id=channel.id)]
+
+    async def _create_automation(self, desired: Desired) -> list[Part]:
+        spec = dict(desired.spec)
+        enabled = spec.pop("enabled")
+        trigger = await self.create(desired.entity, "primary", kinds.TRIGGERS, TriggerCreate(**spec))
+        if not enabled:
+            # The platform schedules a trigger as it is created: stop it before it can run.
+            self.calls += 1
+            await self.platform.update(
+                self.workspace,
+                kinds.TRIGGERS,
+                trigger.id,
+                TriggerUpdate(enabled=False),
+                revision=trigger.revision,
+            )
+        return [Part(role="primary", path=kinds.TRIGGERS.path, id=trigger.id)]
+
+    async def _create_policy(self, desired: Desired) -> list[Part]:
+        policy = await self.create(desired.entity, "primary", kinds.POLICIES, PolicyCreate(**desired.spec))
+        return [Part(role="primary", path=kinds.POLICIES.path, id=policy.id)]
+
+    async def _create_gateway(self, desired: Desired) -> list[Part]:
+        spec = desired.spec
+        bundle = await self.create(
+            desired.entity, "primary", kinds.GATEWAY_BUNDLES, GatewayBundleCreate(**spec["bundle"])
+        )
+        await self.write_gateway_contents(bundle.id, spec, None)
+        return [Part(role="primary", path=kinds.GATEWAY_BUNDLES.path, id=bundle.id)]
+
+    async def write_gateway_contents(
+        self, bundle_id: str, spec: dict[str, Any], live: dict[str, Any] | None
+    ) -> None:
+        """Bring a gateway bundle's members, curation, resources and prompts to ``spec``.
+
+        Only what differs from ``live`` is written; resources go before the prompts that embed them
+        and are deleted after the prompts that embedded them.
+        """
+        ws, p = self.workspace, self.platform
+        old: dict[str, Any] = live or {
+            "members": [],
+            "tools": {},
+            "member_prompts": {},
+            "member_resources": {},
+            "prompts": {},
+            "resources": {},
+        }
+        old_members = {m["name"]: m for m in old["members"]}
+        for member in spec["members"]:
+            if old_members.get(member["name"]) != member:
+                self.calls += 1
+                await p.put_member(
+                    ws,
+                    bundle_id,
+                    member["name"],
+                    GatewayMemberPut(mcp_instance_id=member["mcp_instance_id"], enabled=member["enabled"]),
+                )
+        wanted = [m["name"] for m in spec["members"]]
+        for name in old_members:
+            if name not in wanted:
+                self.calls += 1
+                await p.delete_member(ws, bundle_id, name)
+        current_order = [m["name"] for m in old["members"] if m["name"] in wanted]
+        current_order += [n for n in wanted if n not in current_order]
+        if wanted and current_order != wanted:
+            self.calls += 1
+            await p.order_members(ws, bundle_id, wanted)
+        for tool_id, curation in spec["tools"].items():
+            if old["tools"].get(tool_id) != curation:
+                self.calls += 1
+                await p.put_tool(ws, bundle_id, tool_id, GatewayToolCuration(**curation))
+        for entry_id, curation in spec["member_prompts"].items():
+            if old["member_prompts"].get(entry_id) != curation:
+                member, _, name = entry_id.partition("__")
+                self.calls += 1
+                await p.put_member_prompt(ws, bundle_id, member, name, GatewayEntryCuration(**curation))
+        for entry_id, curation in spec["member_resources"].items():
+            if old["member_resources"].get(entry_id) != curation:
+                parsed = parse_member_resource_id(entry_id)
+                if parsed is None:
+                    continue
+                self.calls += 1
+                await p.put_member_resource(
+                    ws, bundle_id, parsed[0], parsed[1], GatewayEntryCuration(**curation)
+                )
+        for name, resource in spec["resources"].items():
+            if old["resources"].get(name) != resource:
+                self.calls += 1
+                await p.put_resource(ws, bundle_id, GatewayResourcePut(**resource))
+        for name, prompt in spec["prompts"].items():
+            if old["prompts"].get(name) != prompt:
+                self.calls += 1
+                await p.put_prompt(ws, bundle_id, GatewayPromptPut(**_prompt_body(prompt)))
+        for name in old["prompts"]:
+            if name not in spec["prompts"]:
+                self.calls += 1
+                await p.delete_prompt(ws, bundle_id, name)
+        for name in old["resources"]:
+            if name not in spec["resources"]:
+                self.calls += 1
+                await p.delete_resource(ws, bundle_id, name)
+
+    # --- updates ----------------------------------------------------------------------------------
+
+    async def update_entity(
+        self, recorded: RecordedEntity, desired: Desired, merged: dict[str, Any], live: dict[str, Any]
+    ) -> RecordedEntity:
+        """Write the merged spec where it differs from live, and changed secret values; returns the record."""
+        primary = recorded.primary_id
+        assert primary is not None
+        hashes = {site: secret_hash(self.record.installation, v) for site, v in desired.secrets.items()}
+        changed_secrets = {site for site, h in hashes.items() if recorded.secrets.get(site) != h}
+        parts = list(recorded.parts)
+        kind = desired.kind
+        if kind == "mcp":
+            parts = await self._update_mcp(recorded, desired, merged, live, changed_secrets)
+        elif kind == "gateway":
+            if merged["bundle"] != live["bundle"]:
+                body = GatewayBundleUpdate(
+                    description=merged["bundle"]["description"], overview=merged["bundle"]["overview"]
+                )
+                await self.update(kinds.GATEWAY_BUNDLES, primary, body)
+            await self.write_gateway_contents(primary, merged, live)
+        else:
+            changes = {k: v for k, v in merged.items() if live.get(k) != v}
+            if kind == "channel" and "bot_token" in changed_secrets:
+                changes["bot_token"] = SecretStr(desired.secrets["bot_token"])
+            if changes:
+                update_model, path_kind = _SIMPLE_UPDATES[kind]
+                changes = {k: v for k, v in changes.items() if k in update_model.model_fields}
+                if changes:
+                    await self.update(path_kind, primary, update_model(**changes))
+        return RecordedEntity(
+            kind=recorded.kind, key=recorded.key, parts=parts, spec=merged, secrets=hashes, seq=recorded.seq
+        )
+
+    async def _update_mcp(
+        self,
+        recorded: RecordedEntity,
+        desired: Desired,
+        merged: dict[str, Any],
+        live: dict[str, Any],
+        changed_secrets: set[str],
+    ) -> list[Part]:
+        parts = [p for p in recorded.parts]
+        by_role = {p.role: p for p in parts}
+        secret_ids = {p.role.removeprefix("secret:"): p.id for p in parts if p.role.startswith("secret:")}
+        for site, value in desired.secrets.items():
+            if site == "context_secret":
+                continue
+            if site in secret_ids:
+                if site in changed_secrets:
+                    await self.update(kinds.SECRETS, secret_ids[site], SecretUpdate(value=SecretStr(value)))
+                continue
+            body = SecretCreate(name=f"{self.bundle_name}/{desired.key}/{site}", value=SecretStr(value))
+            secret = await self.create(desired.entity, f"secret:{site}", kinds.SECRETS, body)
+            secret_ids[site] = secret.id
+            parts.append(Part(role=f"secret:{site}", path=kinds.SECRETS.path, id=secret.id))
+        server_part = by_role["server"]
+        if merged["server"] != live["server"]:
+            server = merged["server"]
+            await self.update(
+                kinds.MCP_SERVERS,
+                server_part.id,
+                McpServerUpdate(
+                    name=server["name"],
+                    command=server["command"],
+                    image=server["image"],
+                    endpoint_url=server["endpoint_url"],
+                    env_schema=[SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["env_schema"]],
+                    headers_schema=[
+                        SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["headers_schema"]
+                    ],
+                ),
+            )
+        instance = merged["instance"]
+        context_changed = "context_secret" in changed_secrets
+        if instance != live["instance"] or context_changed:
+            values = _instance_values(instance, secret_ids)
+            if context_changed and "context_secret" in desired.secrets:
+                values["context_secret"] = SecretStr(desired.secrets["context_secret"])
+            await self.update(
+                kinds.MCP_INSTANCES, by_role["primary"].id, McpInstanceUpdate(name=instance["name"], **values)
+            )
+        # Secrets the bundle no longer uses go once nothing refers to them.
+        for site, secret_id in list(secret_ids.items()):
+            if site not in desired.secrets:
+                await self.delete(kinds.SECRETS.path, secret_id)
+                parts = [p for p in parts if p.id != secret_id]
+        return parts
+
+    # --- deletes ----------------------------------------------------------------------------------
+
+    async def delete_entity(self, recorded: RecordedEntity) -> list[str]:
+        """Delete every part of a recorded entity, the primary first; returns the failures."""
+        failures: list[str] = []
+        order = sorted(recorded.parts, key=lambda p: (p.role != "primary", p.role != "server"))
+        for part in order:
+            try:
+                await self.delete(part.path, part.id)
+            except PlatformError as exc:
+                log.warning("could not delete %s %s of %s: %s", part.path, part.id, recorded.entity, exc.code)
+                failures.append(f"{part.path}/{part.id}")
+        return failures
+
+
+_SIMPLE_UPDATES: dict[str, tuple[type[ApiModel], Kind[Any, Any, Any]]] = {
+    "skill": (SkillUpdate, kinds.SKILLS),
+    "agent": (AgentUpdate, kinds.AGENTS),
+    "channel": (ChannelUpdate, kinds.CHANNELS),
+    "automation": (TriggerUpdate, kinds.TRIGGERS),
+    "policy": (PolicyUpdate, kinds.POLICIES),
+}
+
+
+def _server_create(server: dict[str, Any]) -> McpServerCreate:
+    return McpServerCreate(
+        name=server["name"],
+        type=server["type"],
+        command=server["command"],
+        image=server["image"],
+        endpoint_url=server["endpoint_url"],
+        env_schema=[SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["env_schema"]],
+        headers_schema=[SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["headers_schema"]],
+    )
+
+
+def _instance_values(instance: dict[str, Any], secret_ids: dict[str, str]) -> dict[str, Any]:
+    """Env, headers, args and endpoint URL with secret markers turned into secret references."""
+
+    def value(item: Any) -> Any:
+        if isinstance(item, dict) and "secret" in item:
+            return SecretRef(secret_id=secret_ids[item["secret"]])
+        if isinstance(item, dict) and "secret_id" in item:
+            return SecretRef(secret_id=item["secret_id"])
+        return item
+
+    return {
+        "env": {k: value(v) for k, v in instance["env"].items()},
+        "headers": {k: value(v) for k, v in instance["headers"].items()},
+        "args": None if instance["args"] is None else [value(a) for a in instance["args"]],
+        "endpoint_url": value(instance["endpoint_url"]),
+    }
+
+
+def _prompt_body(prompt: dict[str, Any]) -> dict[str, Any]:
+    body = dict(prompt)
+    body["messages"] = [{k: v for k, v in m.items() if v is not None} for m in prompt["messages"]]
+    return body

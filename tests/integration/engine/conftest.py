@@ -1,0 +1,73 @@
+"""Fixtures for the engine tests: the reference platform over real HTTP and a client per test."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.retry import RetryPolicy
+from tests.integration.platform.platform_harness import PlatformProcess, start_platform
+
+TOKEN = "engine-test-token"
+FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05, max_retry_after=1.0)
+# What the GitHub stand-in serves: the SKILL.md files the examples' GitHub skills point at.
+GITHUB_FILES = {
+    "/acme-labs/agent-skills/main/skills/release-notes/SKILL.md": (
+        "---\nname: release-notes\ndescription: Release notes from merged pull requests.\n---\n# Notes\n"
+    ),
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def github_url() -> Iterator[str]:
+    """A loopback stand-in for raw GitHub content."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = GITHUB_FILES.get(self.path)
+            self.send_response(200 if body is not None else 404)
+            data = (body or "").encode()
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def engine_platform(tmp_path_factory: pytest.TempPathFactory, github_url: str) -> Iterator[PlatformProcess]:
+    db = tmp_path_factory.mktemp("engine-platform") / "platform.db"
+    running = start_platform(
+        db, "--token", TOKEN, "--enable-fault-injection", "--github-base-url", github_url
+    )
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def ws() -> str:
+    """A fresh workspace per test."""
+    return f"e-{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture
+async def client(engine_platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
+    async with PlatformClient(engine_platform.url, token=TOKEN, retry=FAST_RETRY) as c:
+        yield c

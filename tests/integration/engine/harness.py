@@ -1,0 +1,65 @@
+"""Helpers for engine tests: parse examples, run installs with an in-memory record, count entities."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bundle_operator.document import ParsedBundle, parse_bundle_text
+from bundle_operator.engine.apply import ApplyResult, Options, apply
+from bundle_operator.engine.record import Record
+from bundle_operator.platform import kinds
+from bundle_operator.platform.client import PlatformClient
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def example(name: str) -> tuple[ParsedBundle, dict[str, Any]]:
+    """An example bundle and its example setup values."""
+    parsed = parse_bundle_text((ROOT / "examples" / f"{name}.yaml").read_text())
+    setup = yaml.safe_load((ROOT / "examples" / "setup" / f"{name}.yaml").read_text())
+    return parsed, setup
+
+
+def parse(document: dict[str, Any]) -> ParsedBundle:
+    """Parse a document given as data."""
+    parsed = parse_bundle_text(yaml.safe_dump(document, sort_keys=False))
+    assert parsed.bundle is not None, [i.to_json() for i in parsed.issues]
+    return parsed
+
+
+class Store:
+    """Persists records in memory, keeping every persisted version (a crash can resume from any)."""
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+        self.versions: list[str] = []
+
+    async def persist(self, record: Record) -> None:
+        self.versions.append(record.model_dump_json())
+
+
+async def install(
+    client: PlatformClient,
+    ws: str,
+    parsed: ParsedBundle,
+    setup: dict[str, Any],
+    record: Record | None = None,
+    options: Options | None = None,
+) -> tuple[ApplyResult, Record]:
+    """Apply a bundle with a fresh or given record."""
+    record = record or Record(installation="test/inst", workspace=ws)
+    store = Store(record)
+    result = await apply(client, ws, parsed, setup, record, store.persist, options)
+    return result, record
+
+
+async def workspace_state(client: PlatformClient, ws: str) -> dict[str, list[str]]:
+    """Every entity id in a workspace, per collection (gateway contents aside)."""
+    state: dict[str, list[str]] = {}
+    for kind in kinds.ALL_KINDS:
+        items = await client.list_all(ws, kind)
+        state[kind.path] = sorted(item.id for item in items)
+    return state
