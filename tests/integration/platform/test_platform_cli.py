@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLECTL, TOKEN, PlatformProcess, start_platform
+from platform_harness import BUNDLECTL, TOKEN, PlatformProcess, start_platform
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_RETRY, TOKEN, PlatformProcess
 from platform_builders import agent, bundle, key
+from platform_harness import FAST_RETRY, TOKEN, PlatformProcess
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient

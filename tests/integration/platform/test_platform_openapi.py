@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TOKEN, PlatformProcess
+from platform_harness import TOKEN, PlatformProcess
 
 from bundle_operator.platform.openapi_build import OPENAPI_PATH, render
 from bundle_operator.platform.reference import ServerConfig, create_app

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import start_platform
 from platform_builders import SKILL_MD, agent, bundle, instance, key, secret, url_server
+from platform_harness import start_platform
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
