@@ -12,6 +12,7 @@ from bundle_operator.engine.apply import ApplyResult, Options, apply
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.models import FaultSpec
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -63,3 +64,15 @@ async def workspace_state(client: PlatformClient, ws: str) -> dict[str, list[str
         items = await client.list_all(ws, kind)
         state[kind.path] = sorted(item.id for item in items)
     return state
+
+
+async def arm_fault(client: PlatformClient, **spec: Any) -> str:
+    """Arm a fault on the reference platform (started with --enable-fault-injection)."""
+    body = FaultSpec.model_validate(spec).model_dump_json().encode()
+    response = await client.request("POST", "/_admin/faults", body=body, safe=False)
+    return str(response.json()["id"])
+
+
+async def clear_faults(client: PlatformClient) -> None:
+    """Disarm every fault."""
+    await client.request("DELETE", "/_admin/faults", safe=True)
