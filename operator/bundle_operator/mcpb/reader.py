@@ -113,7 +113,7 @@ def inspect_open(
     limits: Limits = DEFAULT_LIMITS,
     folders: Mapping[str, str] | None = None,
 ) -> Inspection:
-    """Like ``inspect_file`` on an already open file (extraction keeps using the same handle)."""
+    """Like ``inspect_file`` on an open binary file or ``io.BytesIO`` (extraction reuses its handle)."""
     result = Inspection(verdict="refused", code=None, reason=None, sha256="", platform="")
     result.platform = platform or running_platform()
     try:
@@ -126,7 +126,7 @@ def inspect_open(
 
 
 def _read(f: BinaryIO, result: Inspection, limits: Limits, folders: Mapping[str, str]) -> None:
-    size = os.fstat(f.fileno()).st_size
+    size = f.seek(0, os.SEEK_END)  # works for a file and for bytes in memory (a ConfigMap's)
     if size > limits.max_file_bytes:
         raise Refused("file_too_large", f"the file is {size} bytes; at most {limits.max_file_bytes}")
     try:

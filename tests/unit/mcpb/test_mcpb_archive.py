@@ -296,3 +296,13 @@ def test_reasons_never_carry_terminal_control_characters(inspect_bytes: Inspect)
     assert result.code == "entry_encrypted"
     assert "\x1b" not in (result.reason or "")
     assert "evil\\x1b[2J.js" in (result.reason or "")
+
+
+def test_an_archive_held_in_memory_is_read_the_same_way(tmp_path: Path) -> None:
+    from bundle_operator.mcpb.reader import inspect_open
+
+    data = build(tmp_path / "ok.mcpb").read_bytes()
+    result = inspect_open(io.BytesIO(data), platform="linux")
+    assert (result.verdict, result.sha256) == ("accepted", hashlib.sha256(data).hexdigest())
+    bad = inspect_open(io.BytesIO(data[:-5]), platform="linux")
+    assert (bad.verdict, bad.sha256) == ("refused", hashlib.sha256(data[:-5]).hexdigest())
