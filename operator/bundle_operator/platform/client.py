@@ -328,6 +328,11 @@ class PlatformClient:
         """Every tool the bundle can serve, with its curation and presented name."""
         return await self._all(f"{self._gw(workspace, bundle_id)}/tools", GatewayTool)
 
+    async def get_tool(self, workspace: str, bundle_id: str, tool_id: str) -> GatewayTool:
+        """One tool of the bundle by ``member__tool``."""
+        path = f"{self._gw(workspace, bundle_id)}/tools/{_seg(tool_id)}"
+        return await self._call("GET", path, GatewayTool, safe=True)
+
     async def put_tool(
         self, workspace: str, bundle_id: str, tool_id: str, body: GatewayToolCuration
     ) -> GatewayTool:
