@@ -27,18 +27,24 @@ async def faults(client: PlatformClient) -> AsyncIterator[None]:
 
 async def seed_foreign_entities(client: PlatformClient, ws: str) -> None:
     """Someone else's agent, named like the bundle's: never touched, never reused."""
-    await client.create(ws, kinds.AGENTS, AgentCreate(name="Triage Bot", model="gpt-5"), idempotency_key="foreign-1")
+    await client.create(
+        ws, kinds.AGENTS, AgentCreate(name="Triage Bot", model="gpt-5"), idempotency_key="foreign-1"
+    )
 
 
 async def count_posts(client: PlatformClient, ws: str) -> int:
     parsed, setup = example("github-triage")
-    fault = await arm_fault(client, method="POST", path=f"/v1/workspaces/{ws}/*", after=1000, times=1, status=500)
+    fault = await arm_fault(
+        client, method="POST", path=f"/v1/workspaces/{ws}/*", after=1000, times=1, status=500
+    )
     await install(client, ws, parsed, setup, options=TRIAGE)
     faults = (await client.request("GET", "/_admin/faults", safe=True)).json()["items"]
     return int(next(f for f in faults if f["id"] == fault)["matched"])
 
 
-async def test_the_example_makes_the_expected_number_of_creates(client: PlatformClient, ws: str, faults: None) -> None:
+async def test_the_example_makes_the_expected_number_of_creates(
+    client: PlatformClient, ws: str, faults: None
+) -> None:
     assert await count_posts(client, ws) == CREATES_IN_TRIAGE
 
 
@@ -51,7 +57,9 @@ async def test_failure_at_each_create_step_leaves_nothing_behind(
     before = await workspace_state(client, ws)
     parsed, setup = example("github-triage")
     # 422 is never retried; with when=after the platform did create the entity, then answered 422.
-    await arm_fault(client, method="POST", path=f"/v1/workspaces/{ws}/*", after=step, times=1, status=422, when=when)
+    await arm_fault(
+        client, method="POST", path=f"/v1/workspaces/{ws}/*", after=step, times=1, status=422, when=when
+    )
     record = Record(installation="test/inst", workspace=ws)
     with pytest.raises(InstallFailed) as failed:
         await install(client, ws, parsed, setup, record, TRIAGE)
@@ -78,7 +86,9 @@ async def test_a_failing_delete_during_rollback_is_reported_and_the_rest_still_g
     assert len(failed.value.rollback_failures) == 2  # both skills stayed
     after = await workspace_state(client, ws)
     assert len(after["skills"]) == 2
-    assert {k: v for k, v in after.items() if k != "skills"} == {k: v for k, v in before.items() if k != "skills"}
+    assert {k: v for k, v in after.items() if k != "skills"} == {
+        k: v for k, v in before.items() if k != "skills"
+    }
 
 
 async def test_a_transient_delete_failure_is_retried(client: PlatformClient, ws: str, faults: None) -> None:
