@@ -163,6 +163,11 @@ async def test_a_body_that_is_not_json_is_a_bad_request(client: PlatformClient, 
         await client.request("POST", f"/v1/workspaces/{ws}/agents", body=b"{not json", safe=True)
     assert bad.value.status == 400
     assert bad.value.code == "invalid_json"
+    bot = await agent(client, ws)
+    nan = f'{{"type": "spend_cap", "agent_id": "{bot.id}", "config": {{"limit": NaN}}}}'.encode()
+    with pytest.raises(BadRequest) as not_a_number:
+        await client.request("POST", f"/v1/workspaces/{ws}/policies", body=nan, safe=True)
+    assert not_a_number.value.code == "invalid_json"
 
 
 async def test_a_reference_to_a_missing_entity_is_refused_naming_the_field(

@@ -35,11 +35,16 @@ def workspace(request: web.Request) -> str:
     return name
 
 
+def _no_constants(name: str) -> Any:
+    # NaN and Infinity are not JSON; accepting them would store values no client can read back.
+    raise ValueError(name)
+
+
 async def read_json(request: web.Request) -> Any:
     """The request body as JSON; 400 when it is not JSON (the body is never echoed)."""
     raw = await request.read()
     try:
-        return json.loads(raw) if raw else None
+        return json.loads(raw, parse_constant=_no_constants) if raw else None
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "invalid_json", "the request body is not valid JSON") from None
 

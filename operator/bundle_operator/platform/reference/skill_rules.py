@@ -114,6 +114,9 @@ class SkillRules(KindRules):
         else:
             assert isinstance(body, SkillUpdate) and current is not None
             source_type = current.data["source_type"]
+            for field in ("content", "source_url"):
+                if field in body.model_fields_set and getattr(body, field) is None:
+                    raise refused(field, "must not be null")
             content = body.content if "content" in body.model_fields_set else None
             url = body.source_url if "source_url" in body.model_fields_set else None
             if content is None and url is None:
