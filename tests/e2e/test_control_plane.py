@@ -166,6 +166,7 @@ def test_finalizer_blocks_deletion_until_removed(kubectl: Kubectl, widget_crd: s
     kubectl.apply(widget("held", finalizers=[f"{GROUP}/hold"]), namespace=namespace)
 
     kubectl.run("delete", "widget", "held", "-n", namespace, "--wait=false")
+    # Without the finalizer the delete is immediate; give the server ample time to prove otherwise.
     time.sleep(2)
     held = kubectl.get("widget", "held", namespace)
     assert held["metadata"]["deletionTimestamp"]

@@ -90,7 +90,8 @@ class DevCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "logs").mkdir(exist_ok=True)
         owner = processes.ProcessIdentity.of(os.getpid())
-        assert owner is not None
+        if owner is None:
+            raise ClusterStartError("the dev cluster tracks its processes through /proc: Linux only")
         self._record = processes.RunRecord(owner, str(self.workdir), self._owns_workdir)
         self._record.save()
         try:
