@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from bundle_operator.mcpb.errors import Refused
-from bundle_operator.mcpb.inflate import UnpackCounter, stream_entry
+from bundle_operator.mcpb.inflate import RandomAccess, UnpackCounter, stream_entry
 from bundle_operator.mcpb.limits import DEFAULT_LIMITS, Limits
 from bundle_operator.mcpb.reader import Inspection, inspect_open, whole_file_sha256
 from bundle_operator.mcpb.treedigest import PREFIX, tree_digest
@@ -68,6 +68,7 @@ def extract_file(
 
 def _write_entries(f: BinaryIO, inspection: Inspection, root: Path, limits: Limits) -> None:
     counter = UnpackCounter(limits)
+    source = RandomAccess(f)
     real_root = os.path.realpath(root)
     for entry in sorted(inspection.entries, key=lambda e: e.local_offset):
         path = root / entry.name
@@ -83,7 +84,7 @@ def _write_entries(f: BinaryIO, inspection: Inspection, root: Path, limits: Limi
                 nonlocal written
                 written += out.write(chunk)
 
-            stream_entry(f, entry, inspection.data_starts[entry.local_offset], counter, write)
+            stream_entry(source, entry, inspection.data_starts[entry.local_offset], counter, write)
         if written != entry.uncompressed_size:
             raise Refused("entry_size_mismatch", f"entry '{entry.name}' wrote {written} bytes")
 

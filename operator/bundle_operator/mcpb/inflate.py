@@ -7,10 +7,12 @@ so a lying entry is refused after at most one chunk past its claim, whatever its
 
 from __future__ import annotations
 
+import os
 import struct
+import threading
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from bundle_operator.mcpb.entries import DEFLATED, FLAG_ENCRYPTED, Entry
@@ -26,16 +28,51 @@ OUT_CHUNK = 1024 * 1024
 Sink = Callable[[bytes], None]
 
 
+class RandomAccess:
+    """Reads at an offset, safe to share between threads (``pread`` on a file, a lock otherwise)."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+        self._lock = threading.Lock()
+        try:
+            self._fd: int | None = f.fileno() if hasattr(os, "pread") else None
+        except (OSError, ValueError, AttributeError):  # io.BytesIO has no descriptor
+            self._fd = None
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes from ``offset``; fewer only at the end of the file."""
+        if self._fd is None:
+            with self._lock:
+                self._f.seek(offset)
+                return self._f.read(length)
+        parts = []
+        while length > 0:
+            part = os.pread(self._fd, length, offset)
+            if not part:
+                break
+            parts.append(part)
+            offset += len(part)
+            length -= len(part)
+        return b"".join(parts)
+
+
+class Stopped(Exception):
+    """Raised inside a worker when another entry already refused the archive."""
+
+
 @dataclass
 class UnpackCounter:
-    """Actual bytes inflated so far, across the whole archive."""
+    """Actual bytes inflated so far, across the whole archive (shared by worker threads)."""
 
     limits: Limits
     total: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, n: int) -> None:
-        self.total += n
-        if self.total > self.limits.max_unpacked_bytes:
+        with self._lock:
+            self.total += n
+            total = self.total
+        if total > self.limits.max_unpacked_bytes:
             raise Refused(
                 "unpacked_too_large",
                 f"the archive inflates to more than {self.limits.max_unpacked_bytes} bytes",
@@ -68,10 +105,15 @@ def data_ranges(f: BinaryIO, entries: list[Entry], cd_offset: int) -> dict[int, 
 
 
 def stream_entry(
-    f: BinaryIO, entry: Entry, data_start: int, counter: UnpackCounter, sink: Sink | None = None
+    source: RandomAccess,
+    entry: Entry,
+    data_start: int,
+    counter: UnpackCounter,
+    sink: Sink | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> None:
     """Inflate one entry, feeding ``sink``; refuse on a size lie, a CRC mismatch or a broken stream."""
-    f.seek(data_start)
+    position = data_start
     remaining = entry.compressed_size
     produced = 0
     crc = 0
@@ -93,9 +135,12 @@ def stream_entry(
             sink(out)
 
     while remaining > 0:
-        block = f.read(min(READ_CHUNK, remaining))
+        if stop is not None and stop():
+            raise Stopped()
+        block = source.read(position, min(READ_CHUNK, remaining))
         if not block:
             raise Refused("zip_malformed", f"entry '{entry.name}' is cut short")
+        position += len(block)
         remaining -= len(block)
         if inflater is None:
             emit(block)

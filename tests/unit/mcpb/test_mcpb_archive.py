@@ -306,3 +306,19 @@ def test_an_archive_held_in_memory_is_read_the_same_way(tmp_path: Path) -> None:
     assert (result.verdict, result.sha256) == ("accepted", hashlib.sha256(data).hexdigest())
     bad = inspect_open(io.BytesIO(data[:-5]), platform="linux")
     assert (bad.verdict, bad.sha256) == ("refused", hashlib.sha256(data[:-5]).hexdigest())
+
+
+def test_a_big_archive_reports_its_earliest_bad_entry_every_time(inspect_bytes: Inspect) -> None:
+    # Big enough to be inflated by several threads; the answer must still be the first problem.
+    import os as _os
+
+    blobs = [RawEntry(f"data/{i:02}.bin", _os.urandom(256 * 1024)) for i in range(24)]
+    blobs[5] = RawEntry("data/05.bin", _os.urandom(256 * 1024), crc=1)
+    blobs[20] = RawEntry("data/20.bin", b"", compressed=zero_bomb_stream(64), declared_size=10, crc=0)
+    data = write_zip([*honest_entries(), *blobs])
+    for _ in range(5):
+        result = inspect_bytes(data)
+        assert (result.code, result.reason) == ("entry_corrupt", "entry 'data/05.bin' fails its CRC check")
+    blobs[5] = RawEntry("data/05.bin", b"fine")
+    result = inspect_bytes(write_zip([*honest_entries(), *blobs]))
+    assert result.reason == "entry 'data/20.bin' inflates to more than the 10 bytes it declares"
