@@ -83,7 +83,8 @@ def is_public_address(ip: IPAddress) -> bool:
 def shown(url: httpx.URL) -> str:
     """A URL as it may appear in a message: scheme, host, port and path, no query or user."""
     port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{url.host}{port}{url.path}"
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"{url.scheme}://{host}{port}{url.path}"
 
 
 def _allowed(ip: IPAddress, allow_networks: Sequence[IPNetwork]) -> bool:
@@ -119,7 +120,8 @@ async def resolve_checked(url: httpx.URL, allow_networks: Sequence[IPNetwork]) -
 
 def _pinned_request(client: httpx.AsyncClient, url: httpx.URL, ip: IPAddress) -> httpx.Request:
     """A GET sent to ``ip`` while TLS and Host still name the URL's host."""
-    host_header = url.host if url.port in (None, 443) else f"{url.host}:{url.port}"
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    host_header = host if url.port in (None, 443) else f"{host}:{url.port}"
     headers = {"Host": host_header, "Accept-Encoding": "identity"}
     extensions: dict[str, str] = {}
     try:
