@@ -21,7 +21,9 @@ from bundle_operator.mcpb.limits import DEFAULT_LIMITS, Limits
 from bundle_operator.mcpb.reader import Inspection, inspect_open, whole_file_sha256
 from bundle_operator.mcpb.treedigest import PREFIX, tree_digest
 
-_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NOFOLLOW and O_CLOEXEC do not exist on Windows (where bundlectl may still run), O_BINARY only there.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
 
 
 @dataclass(frozen=True)

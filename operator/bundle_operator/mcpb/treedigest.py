@@ -21,7 +21,7 @@ _CHUNK = 1024 * 1024
 def _file_digest(path: str) -> tuple[int, str]:
     h = hashlib.sha256()
     size = 0
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as f:
         while chunk := f.read(_CHUNK):
             size += len(chunk)
