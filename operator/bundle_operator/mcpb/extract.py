@@ -22,8 +22,8 @@ from bundle_operator.mcpb.reader import Inspection, inspect_open, whole_file_sha
 from bundle_operator.mcpb.treedigest import PREFIX, tree_digest
 
 # O_NOFOLLOW and O_CLOEXEC do not exist on Windows (where bundlectl may still run), O_BINARY only there.
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+_PLATFORM_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _PLATFORM_FLAGS
 
 
 @dataclass(frozen=True)
