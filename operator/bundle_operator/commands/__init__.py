@@ -9,13 +9,15 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bundle_operator.commands import analyze, mcpb
+from bundle_operator.commands import analyze, install, manage, mcpb
 from bundle_operator.commands import platform as platform_command
 
 Register = Callable[["argparse._SubParsersAction[Any]"], None]
 
 COMMANDS: list[Register] = [
     analyze.register,
+    install.register,
+    manage.register,
     platform_command.register,
     mcpb.register,
 ]

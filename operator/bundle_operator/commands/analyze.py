@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from bundle_operator.commands.connection import add_install_flags, add_platform_flags, uses_platform
+from bundle_operator.commands.install import plan_command
 from bundle_operator.commands.output import add_output_flag, emit_preview
 from bundle_operator.commands.setup_input import SetupInputError, add_setup_flags, read_setup
 from bundle_operator.commands.source_input import SourceInputError, read_source
@@ -25,12 +27,16 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("file", help="the bundle document, YAML or JSON ('-' reads standard input)")
     add_setup_flags(parser)
+    add_install_flags(parser)
+    add_platform_flags(parser, required=False)
     add_output_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Analyze offline and print the preview."""
+    """Analyze offline, or against a platform when --platform is given, and print the preview."""
+    if uses_platform(args):
+        return plan_command(args)
     try:
         text = read_source(args.file)
         supplied = read_setup(args.setup, args.setup_file)

@@ -49,6 +49,7 @@ class Code(StrEnum):
     UPDATE_CONFLICT = "update_conflict"
     ENTITY_REMOVED = "entity_removed"
     ENTITY_KEPT = "entity_kept"
+    INSTALL_FAILED = "install_failed"
     GATEWAY_NAME_CONFLICT = "gateway_name_conflict"
     GATEWAY_INVALID_NAME = "gateway_invalid_name"
     GATEWAY_DUPLICATE = "gateway_duplicate"

@@ -1,0 +1,183 @@
+"""bundlectl plan, install and diff: a bundle against a live platform.
+
+plan and install print the analyze contract (with platform ids once entities exist); diff prints,
+per entity, the paths an install would change and the conflicts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from bundle_operator.commands.connection import (
+    UsageError,
+    add_install_flags,
+    add_platform_flags,
+    client_for,
+    load_record,
+    state_path,
+    state_saver,
+    substitutions,
+)
+from bundle_operator.commands.output import add_output_flag, emit_preview
+from bundle_operator.commands.setup_input import SetupInputError, add_setup_flags, read_setup
+from bundle_operator.commands.source_input import SourceInputError, read_source
+from bundle_operator.document import ParsedBundle, parse_bundle_text
+from bundle_operator.document.issues import Code, blocking
+from bundle_operator.engine.analyze import analyze_offline
+from bundle_operator.engine.apply import Blocked, InstallFailed, Options, apply, plan
+from bundle_operator.engine.diff import changed_paths
+from bundle_operator.engine.merge import OnConflict
+from bundle_operator.engine.preview import Preview
+from bundle_operator.platform.errors import PlatformError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add plan, install and diff."""
+    for name, helptext, func in (
+        ("plan", "analyze a bundle against a platform: what install would do", plan_command),
+        ("install", "install or update a bundle on a platform, all or nothing", _install),
+        ("diff", "show, per entity, what an install would change on the platform", _diff),
+    ):
+        parser = sub.add_parser(name, help=helptext, description=helptext)
+        parser.add_argument("file", help="the bundle document ('-' reads standard input)")
+        add_setup_flags(parser)
+        add_install_flags(parser)
+        add_platform_flags(parser)
+        add_output_flag(parser)
+        parser.set_defaults(func=func)
+
+
+def _inputs(args: argparse.Namespace) -> tuple[ParsedBundle, dict[str, object], Options]:
+    try:
+        parsed = parse_bundle_text(read_source(args.file))
+        supplied = read_setup(args.setup, args.setup_file)
+    except (SourceInputError, SetupInputError) as exc:
+        raise UsageError(str(exc)) from None
+    options = Options(
+        activate=args.activate,
+        substitutions=substitutions(args.substitute),
+        on_conflict=OnConflict(args.on_conflict),
+    )
+    return parsed, supplied, options
+
+
+def run_command(args: argparse.Namespace, body: Any) -> int:
+    """Run an async command body, mapping usage and platform errors to exit codes."""
+    try:
+        code: int = asyncio.run(body(args))
+        return code
+    except UsageError as exc:
+        print(f"bundlectl {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except PlatformError as exc:
+        print(f"bundlectl {args.command}: the platform answered {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+async def _plan_body(args: argparse.Namespace) -> int:
+    parsed, supplied, options = _inputs(args)
+    async with client_for(args) as client:
+        if parsed.bundle is None:
+            preview = analyze_offline(parsed, supplied)
+        else:
+            record = load_record(state_path(args, parsed.bundle.name), args.workspace, parsed.bundle.name)
+            preview = (await plan(client, args.workspace, parsed, supplied, record, options)).preview
+    emit_preview(preview, args.output)
+    return EXIT_FAILED if preview.blocking else EXIT_OK
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    """Plan against the platform (also what analyze does when given --platform)."""
+    return run_command(args, _plan_body)
+
+
+async def _install_body(args: argparse.Namespace) -> int:
+    parsed, supplied, options = _inputs(args)
+    if parsed.bundle is None:
+        emit_preview(analyze_offline(parsed, supplied), args.output)
+        return EXIT_FAILED
+    path = state_path(args, parsed.bundle.name)
+    record = load_record(path, args.workspace, parsed.bundle.name)
+    async with client_for(args) as client:
+        try:
+            result = await apply(client, args.workspace, parsed, supplied, record, state_saver(path), options)
+        except Blocked as exc:
+            emit_preview(exc.preview, args.output)
+            return EXIT_FAILED
+        except InstallFailed as exc:
+            cause = exc.cause
+            detail = str(cause) if isinstance(cause, PlatformError) else type(cause).__name__
+            left = (
+                f"; rollback could not delete {', '.join(exc.rollback_failures)}"
+                if exc.rollback_failures
+                else ""
+            )
+            issue = blocking(Code.INSTALL_FAILED, f"the install failed and was rolled back: {detail}{left}")
+            failed = await plan(client, args.workspace, parsed, supplied, record, options)
+            emit_preview(
+                Preview(failed.preview.bundle, failed.preview.entities, [*failed.preview.issues, issue]),
+                args.output,
+            )
+            return EXIT_FAILED
+    emit_preview(result.preview, args.output)
+    return EXIT_OK
+
+
+def _install(args: argparse.Namespace) -> int:
+    return run_command(args, _install_body)
+
+
+async def _diff_body(args: argparse.Namespace) -> int:
+    parsed, supplied, options = _inputs(args)
+    if parsed.bundle is None:
+        raise UsageError("the document cannot be read; run bundlectl analyze for the reasons")
+    record = load_record(state_path(args, parsed.bundle.name), args.workspace, parsed.bundle.name)
+    async with client_for(args) as client:
+        planned = await plan(client, args.workspace, parsed, supplied, record, options)
+    rows: list[dict[str, Any]] = []
+    for item in planned.items:
+        paths: list[str] = []
+        if item.action == "UPDATE" and item.merge is not None and item.live is not None:
+            paths = changed_paths(item.live, item.merge.merged)
+        elif item.action == "CREATE":
+            paths = [""]
+        rows.append(
+            {
+                "entity": item.desired.entity,
+                "action": item.action,
+                "paths": paths,
+                "conflicts": item.merge.conflicts if item.merge else [],
+            }
+        )
+    rows += [
+        {
+            "entity": r.recorded.entity,
+            "action": "DELETE" if r.delete else "KEEP",
+            "paths": r.edited_paths,
+            "conflicts": [],
+        }
+        for r in planned.removals
+    ]
+    if args.output == "json":
+        print(json.dumps({"changes": rows, "blocking": planned.preview.blocking}, indent=2))
+    else:
+        for row in rows:
+            if row["action"] == "REUSE":
+                continue
+            detail = ", ".join(row["paths"]) or "(whole entity)"
+            conflict = f"  CONFLICT {', '.join(row['conflicts'])}" if row["conflicts"] else ""
+            print(f"{row['action']:<7} {row['entity']:<32} {detail}{conflict}")
+        if all(r["action"] == "REUSE" for r in rows):
+            print("No changes: the platform matches the bundle.")
+    changes = any(r["action"] != "REUSE" for r in rows)
+    return EXIT_FAILED if planned.preview.blocking or changes else EXIT_OK
+
+
+def _diff(args: argparse.Namespace) -> int:
+    return run_command(args, _diff_body)

@@ -1,0 +1,127 @@
+"""bundlectl drift, uninstall and export: what an installation left on the platform, and the
+workspace as a bundle."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bundle_operator.commands.connection import (
+    UsageError,
+    add_platform_flags,
+    client_for,
+    load_record,
+    state_path,
+    state_saver,
+)
+from bundle_operator.commands.install import run_command
+from bundle_operator.engine.drift import drift
+from bundle_operator.engine.export import ExportRefused, export_workspace
+from bundle_operator.engine.uninstall import uninstall
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add drift, uninstall and export."""
+    for name, helptext, func in (
+        (
+            "drift",
+            "report how the platform differs from what an installation wrote (exit 1 on drift)",
+            _drift,
+        ),
+        (
+            "uninstall",
+            "delete what an installation owns unmodified; keep and report edited entities",
+            _uninstall,
+        ),
+    ):
+        parser = sub.add_parser(name, help=helptext, description=helptext)
+        parser.add_argument(
+            "--bundle", metavar="NAME", help="the bundle's name (finds the default state file)"
+        )
+        add_platform_flags(parser)
+        parser.add_argument("-o", "--output", choices=("json", "table"), default="table")
+        parser.set_defaults(func=func)
+    parser = sub.add_parser("export", help="write a workspace as a bundle document, credentials screened out")
+    parser.add_argument("--name", help="the exported bundle's name (default: the workspace)")
+    parser.add_argument("--version", default="0.0.0", help="the exported bundle's version (default 0.0.0)")
+    parser.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output")
+    add_platform_flags(parser)
+    parser.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml")
+    parser.set_defaults(func=_export)
+
+
+def _record(args: argparse.Namespace) -> tuple[Path, Any]:
+    if not args.workspace:
+        raise UsageError("--workspace is required")
+    path = state_path(args, args.bundle)
+    return path, load_record(path, args.workspace, args.bundle, must_exist=True)
+
+
+async def _drift_body(args: argparse.Namespace) -> int:
+    _, record = _record(args)
+    async with client_for(args) as client:
+        report = await drift(client, args.workspace, record)
+    if args.output == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    elif not report.drifted:
+        print("No drift: the platform matches what was installed.")
+    else:
+        for entity, paths in sorted(report.changed.items()):
+            print(f"DRIFTED  {entity:<32} {', '.join(paths)}")
+        for entity in sorted(report.missing):
+            print(f"MISSING  {entity}")
+    return EXIT_FAILED if report.drifted else EXIT_OK
+
+
+def _drift(args: argparse.Namespace) -> int:
+    return run_command(args, _drift_body)
+
+
+async def _uninstall_body(args: argparse.Namespace) -> int:
+    path, record = _record(args)
+    async with client_for(args) as client:
+        result = await uninstall(client, args.workspace, record, state_saver(path))
+    if args.output == "json":
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        for entity in result.deleted:
+            print(f"DELETED  {entity}")
+        for entity, paths in result.kept.items():
+            print(f"KEPT     {entity:<32} edited: {', '.join(paths)}")
+        for entity, parts in result.failed.items():
+            print(f"FAILED   {entity:<32} {', '.join(parts)}")
+    return EXIT_OK if result.complete else EXIT_FAILED
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    return run_command(args, _uninstall_body)
+
+
+async def _export_body(args: argparse.Namespace) -> int:
+    if not args.workspace:
+        raise UsageError("--workspace is required")
+    async with client_for(args) as client:
+        try:
+            text = await export_workspace(client, args.workspace, args.name or args.workspace, args.version)
+        except ExportRefused as exc:
+            print(f"bundlectl export: refused: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+    if args.output == "json":
+        text = json.dumps(yaml.safe_load(text), indent=2) + "\n"
+    if args.out:
+        await asyncio.to_thread(Path(args.out).write_text, text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _export(args: argparse.Namespace) -> int:
+    return run_command(args, _export_body)
