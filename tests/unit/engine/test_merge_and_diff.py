@@ -92,6 +92,11 @@ values = st.recursive(
 )
 
 
+def _overlaps(path: str, changed: list[str]) -> bool:
+    """Whether a path lies in, or contains, one of the changed paths."""
+    return any(path == p or path.startswith(p + "/") or p.startswith(path + "/") for p in changed)
+
+
 @settings(max_examples=300, deadline=None)
 @given(values, values, values)
 def test_merge_properties(base: Any, theirs: Any, mine: Any) -> None:
@@ -103,9 +108,8 @@ def test_merge_properties(base: Any, theirs: Any, mine: Any) -> None:
     for mode in OnConflict:
         result = merge(base, theirs, mine, mode)
         for path in result.conflicts:
-            assert path in changed_paths(base, theirs) or any(
-                p.startswith(path) for p in changed_paths(base, theirs)
-            )
+            assert _overlaps(path, changed_paths(base, theirs))
+            assert _overlaps(path, changed_paths(base, mine))
     # Symmetric: keep-mine of (theirs, mine) equals take-theirs of (mine, theirs).
     assert (
         merge(base, theirs, mine, OnConflict.KEEP_MINE).merged
