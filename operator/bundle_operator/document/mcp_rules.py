@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from bundle_operator.document import placeholders
@@ -11,6 +12,8 @@ from bundle_operator.document.pointer import join_pointer
 from bundle_operator.document.runtimes import unsupported_runtime_reason
 from bundle_operator.document.urls import url_problem
 
+# A Telegram bot token: the bot's numeric id, a colon, and the key.
+TELEGRAM_TOKEN = re.compile(r"^[0-9]{1,20}:[A-Za-z0-9_-]{1,200}$")
 CONTEXT_SECRET_MIN = 32
 CONTEXT_SECRET_MAX = 512
 
@@ -187,4 +190,23 @@ def check_channel_tokens(bundle: Bundle) -> list[Issue]:
                     entity,
                 )
             )
+    return issues
+
+
+def check_channel_token_values(bundle: Bundle, values: dict[str, str]) -> list[Issue]:
+    """A supplied bot token must look like a Telegram bot token (the platform refuses others)."""
+    issues: list[Issue] = []
+    for index, channel in enumerate(bundle.channels):
+        ref = placeholders.whole_reference(channel.bot_token)
+        if ref is None or ref not in values or TELEGRAM_TOKEN.match(values[ref]):
+            continue
+        issues.append(
+            blocking(
+                Code.INVALID_SETUP_VALUE,
+                f"the value of setup field '{ref}' (bot_token of channel '{channel.key}') is not a "
+                "Telegram bot token: digits, ':' and the key",
+                join_pointer("/channels", index, "bot_token"),
+                f"channel:{channel.key}",
+            )
+        )
     return issues

@@ -22,6 +22,7 @@ def analyze_offline(parsed: ParsedBundle, supplied_setup: Mapping[str, object] |
     issues: list[Issue] = [*parsed.issues, *_placed(resolved.issues, parsed)]
     issues += _placed(mcp_rules.check_context_secret_values(bundle, resolved.values), parsed)
     issues += _placed(mcp_rules.check_endpoint_values(bundle, resolved.values), parsed)
+    issues += _placed(mcp_rules.check_channel_token_values(bundle, resolved.values), parsed)
     for requirement_index, requirement in enumerate(bundle.requires):
         issues.append(
             warning(

@@ -26,7 +26,12 @@ TRIAGE_SETUP = str(ROOT / "examples" / "setup" / "github-triage.yaml")
 def bundlectl(platform: PlatformProcess, tmp_path: Path, ws: str, *args: str) -> tuple[int, str, str]:
     env = {**os.environ, "BUNDLE_PLATFORM_URL": platform.url, "BUNDLE_PLATFORM_TOKEN": TOKEN}
     done = subprocess.run(
-        [BUNDLECTL, *args, "--workspace", ws], capture_output=True, text=True, cwd=tmp_path, env=env, check=False
+        [BUNDLECTL, *args, "--workspace", ws],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=False,
     )
     return done.returncode, done.stdout, done.stderr
 
@@ -59,7 +64,9 @@ def test_plan_install_twice_diff_drift_uninstall(
     code, out, _ = bundlectl(engine_platform, tmp_path, ws, "diff", *triage())
     assert code == 0 and "No changes" in out
 
-    code, out, _ = bundlectl(engine_platform, tmp_path, ws, "drift", "--bundle", "github-triage", "-o", "json")
+    code, out, _ = bundlectl(
+        engine_platform, tmp_path, ws, "drift", "--bundle", "github-triage", "-o", "json"
+    )
     assert code == 0 and json.loads(out)["drifted"] is False
 
     agent_id = next(e["id"] for e in installed["entities"] if e["kind"] == "agent")
@@ -67,31 +74,44 @@ def test_plan_install_twice_diff_drift_uninstall(
     async def edit() -> None:
         async with PlatformClient(engine_platform.url, token=TOKEN) as client:
             agent = await client.get(ws, kinds.AGENTS, agent_id)
-            await client.update(ws, kinds.AGENTS, agent_id, AgentUpdate(model="gpt-local"), revision=agent.revision)
+            await client.update(
+                ws, kinds.AGENTS, agent_id, AgentUpdate(model="gpt-local"), revision=agent.revision
+            )
 
     import asyncio
 
     asyncio.run(edit())
-    code, out, _ = bundlectl(engine_platform, tmp_path, ws, "drift", "--bundle", "github-triage", "-o", "json")
+    code, out, _ = bundlectl(
+        engine_platform, tmp_path, ws, "drift", "--bundle", "github-triage", "-o", "json"
+    )
     assert code == 1
     assert json.loads(out)["entities"] == [{"entity": "agent:triage_bot", "paths": ["/model"]}]
 
-    code, out, _ = bundlectl(engine_platform, tmp_path, ws, "uninstall", "--bundle", "github-triage", "-o", "json")
+    code, out, _ = bundlectl(
+        engine_platform, tmp_path, ws, "uninstall", "--bundle", "github-triage", "-o", "json"
+    )
     assert code == 0
     result = json.loads(out)
-    assert [k["entity"] for k in result["kept"]][0] == "agent:triage_bot"
+    assert [k["entity"] for k in result["kept"]] == [
+        "agent:triage_bot",
+        "skill:release_notes",
+        "skill:triage",
+        "mcp:github",
+    ]
     assert "policy:spend_cap" in result["deleted"]
 
 
 def test_analyze_with_platform_flags_and_usage_errors(
     engine_platform: PlatformProcess, tmp_path: Path, ws: str
 ) -> None:
-    code, out, _ = bundlectl(engine_platform, tmp_path, ws, "analyze", *triage("--platform", engine_platform.url,
-                                                                                "-o", "json"))
+    code, out, _ = bundlectl(
+        engine_platform, tmp_path, ws, "analyze", *triage("--platform", engine_platform.url, "-o", "json")
+    )
     assert code == 0
     assert json.loads(out)["blocking"] is False
-    code, out, _ = bundlectl(engine_platform, tmp_path, ws, "plan", TRIAGE, "--setup-file", TRIAGE_SETUP, "-o",
-                             "json")
+    code, out, _ = bundlectl(
+        engine_platform, tmp_path, ws, "plan", TRIAGE, "--setup-file", TRIAGE_SETUP, "-o", "json"
+    )
     assert code == 1  # the model requirement wants a substitution
     assert "substitution_required" in out
     code, _, err = bundlectl(engine_platform, tmp_path, ws, "plan", *triage("--substitute", "nonsense"))
@@ -100,7 +120,9 @@ def test_analyze_with_platform_flags_and_usage_errors(
     assert code == 2
 
 
-def test_install_failure_is_rolled_back_and_reported(engine_platform: PlatformProcess, tmp_path: Path, ws: str) -> None:
+def test_install_failure_is_rolled_back_and_reported(
+    engine_platform: PlatformProcess, tmp_path: Path, ws: str
+) -> None:
     import asyncio
 
     from tests.integration.engine.harness import arm_fault, clear_faults

@@ -173,7 +173,17 @@ def test_stdin_and_the_installed_console_script(tmp_path: Path, doc: dict[str, A
     bundlectl = Path(sys.executable).parent / "bundlectl"
     text = yaml.safe_dump(doc)
     done = subprocess.run(
-        [str(bundlectl), "analyze", "-", "--setup", "github_token=t", "--setup", "bot_token=b", "-o", "json"],
+        [
+            str(bundlectl),
+            "analyze",
+            "-",
+            "--setup",
+            "github_token=t",
+            "--setup",
+            "bot_token=1:b",
+            "-o",
+            "json",
+        ],
         input=text,
         capture_output=True,
         text=True,

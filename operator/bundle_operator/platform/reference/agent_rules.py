@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
+from bundle_operator.document.mcp_rules import TELEGRAM_TOKEN
 from bundle_operator.platform import kinds
 from bundle_operator.platform.models import (
     AgentCreate,
@@ -27,7 +27,6 @@ from bundle_operator.platform.reference.secret_store import (
 )
 from bundle_operator.platform.reference.storage import Row, Tx
 
-_TELEGRAM_TOKEN = re.compile(r"^[0-9]{1,20}:[A-Za-z0-9_-]{1,200}$")
 MAX_POLICY_CONFIG = 64 * 1024
 
 
@@ -84,7 +83,7 @@ def _bot_token(
     if (token is None) == (ref is None):
         raise refused("bot_token", "give exactly one of bot_token or bot_token_secret_id")
     if token is not None:
-        if not _TELEGRAM_TOKEN.match(token.get_secret_value()):
+        if not TELEGRAM_TOKEN.match(token.get_secret_value()):
             raise refused("bot_token", "is not a Telegram bot token (digits, ':' and the key)")
         return store_owned_secret(
             tx, workspace, owner_id, f"{name or owner_id} bot token", token.get_secret_value()
