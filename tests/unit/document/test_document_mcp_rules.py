@@ -148,7 +148,9 @@ def test_docker_mcps_are_always_accepted(doc: dict[str, Any]) -> None:
     assert preview.issues == []
 
 
-@pytest.mark.parametrize(("token", "ok"), [("123456:AAH-abc_DEF", True), ("not-a-token", False), ("123:", False)])
+@pytest.mark.parametrize(
+    ("token", "ok"), [("123456:AAH-abc_DEF", True), ("not-a-token", False), ("123:", False)]
+)
 def test_bot_token_value_must_look_like_a_telegram_token(doc: dict[str, Any], token: str, ok: bool) -> None:
     preview = analyze(doc, {**BASE_SETUP, "bot_token": token})
     found = issues_with(preview, "invalid_setup_value")

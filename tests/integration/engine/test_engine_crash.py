@@ -1,0 +1,124 @@
+"""A run killed at any persisted step resumes with no orphan and no duplicate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bundle_operator.engine.apply import Options
+from bundle_operator.engine.record import Record
+from bundle_operator.platform.client import PlatformClient
+from tests.integration.engine.conftest import TOKEN
+from tests.integration.engine.harness import Store, example, install, workspace_state
+from tests.integration.platform.platform_harness import PlatformProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+TRIAGE = Options(substitutions={"model:gpt-4.1": "gpt-5"})
+
+# Runs one install in a separate process and dies (no cleanup, like SIGKILL) right after the
+# record was persisted for the N-th time: the state file on disk is what survives the crash.
+CRASHING_INSTALL = r"""
+import asyncio, os, sys, yaml
+from pathlib import Path
+from bundle_operator.document import parse_bundle_text
+from bundle_operator.engine.apply import Options, apply
+from bundle_operator.engine.record import Record
+from bundle_operator.platform.client import PlatformClient
+
+url, token, ws, state, crash_at, root = sys.argv[1:7]
+count = 0
+
+async def persist(record):
+    global count
+    Path(state).write_text(record.model_dump_json())
+    count += 1
+    if count == int(crash_at):
+        os._exit(137)
+
+async def main():
+    parsed = parse_bundle_text(Path(root, "examples/github-triage.yaml").read_text())
+    setup = yaml.safe_load(Path(root, "examples/setup/github-triage.yaml").read_text())
+    async with PlatformClient(url, token=token) as client:
+        record = Record(installation="crash/test", workspace=ws)
+        await apply(client, ws, parsed, setup, record, persist, Options(substitutions={"model:gpt-4.1": "gpt-5"}))
+
+asyncio.run(main())
+"""
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def crash_install(platform: PlatformProcess, ws: str, state: Path, crash_at: int) -> int:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CRASHING_INSTALL,
+            platform.url,
+            TOKEN,
+            ws,
+            str(state),
+            str(crash_at),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    return done.returncode
+
+
+async def assert_owned_exactly(client: PlatformClient, ws: str, record: Record) -> dict[str, list[str]]:
+    """No orphan and no duplicate: the workspace holds exactly what the record owns, plus the one
+    secret the platform keeps for the channel's bot token."""
+    state = await workspace_state(client, ws)
+    owned = {part.id for recorded in record.entities for part in recorded.parts}
+    everything = {i for path, ids in state.items() if path != "secrets" for i in ids}
+    assert everything == {i for i in owned if not i.startswith("sec_")}
+    ours = {i for i in owned if i.startswith("sec_")}
+    assert ours <= set(state["secrets"])
+    assert len(state["secrets"]) == len(ours) + len(state["channels"])
+    return state
+
+
+async def test_a_complete_run_persists_a_known_number_of_times(
+    engine_platform: PlatformProcess, tmp_path: Path, ws: str
+) -> None:
+    assert crash_install(engine_platform, ws, tmp_path / "state.json", 10_000) == 0
+    assert Record.model_validate_json((tmp_path / "state.json").read_text()).journal == []
+
+
+@pytest.mark.parametrize("crash_at", [1, 2, 3, 5, 8, 11, 14, 17, 19, 21])
+async def test_resume_after_a_crash_at_each_step(
+    client: PlatformClient, engine_platform: PlatformProcess, tmp_path: Path, ws: str, crash_at: int
+) -> None:
+    state = tmp_path / "state.json"
+    assert crash_install(engine_platform, ws, state, crash_at) == 137
+    record = Record.model_validate_json(state.read_text())
+    parsed, setup = example("github-triage")
+    store = Store(record)
+    from bundle_operator.engine.apply import apply
+
+    result = await apply(client, ws, parsed, setup, record, store.persist, TRIAGE)
+    assert not result.preview.blocking
+    assert record.journal == []
+    state_now = await assert_owned_exactly(client, ws, record)
+    assert len(state_now["agents"]) == 1 and len(state_now["mcp-instances"]) == 1
+    assert len(state_now["policies"]) == 2 and len(state_now["triggers"]) == 1
+    assert json.loads(record.model_dump_json())["entities"]
+
+
+async def test_resume_with_other_inputs_rolls_the_interrupted_run_back(
+    client: PlatformClient, engine_platform: PlatformProcess, tmp_path: Path, ws: str
+) -> None:
+    state = tmp_path / "state.json"
+    assert crash_install(engine_platform, ws, state, 12) == 137
+    record = Record.model_validate_json(state.read_text())
+    parsed, setup = example("github-triage")
+    result, _ = await install(client, ws, parsed, {**setup, "org": "another-org"}, record, TRIAGE)
+    assert len(result.created) == 8
+    await assert_owned_exactly(client, ws, record)
