@@ -44,7 +44,8 @@ async def main():
     setup = yaml.safe_load(Path(root, "examples/setup/github-triage.yaml").read_text())
     async with PlatformClient(url, token=token) as client:
         record = Record(installation="crash/test", workspace=ws)
-        await apply(client, ws, parsed, setup, record, persist, Options(substitutions={"model:gpt-4.1": "gpt-5"}))
+        options = Options(substitutions={"model:gpt-4.1": "gpt-5"})
+        await apply(client, ws, parsed, setup, record, persist, options)
 
 asyncio.run(main())
 """
