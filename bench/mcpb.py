@@ -110,10 +110,6 @@ def peak_memory(path: Path) -> tuple[int, int]:
 
 
 def main() -> int:
-    # bench/ holds scripts whose names can shadow the standard library (bench/platform.py hides
-    # `platform`), and Python puts the script's folder first on the path: take it off again.
-    here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     from bundle_operator.mcpb import inspect_file
 
     sha256sum = shutil.which("sha256sum")

@@ -8,4 +8,4 @@ platform-serve: $(STAMP)
 	$(BIN)/bundlectl platform serve --port $(PLATFORM_PORT) --db $(PLATFORM_DB)
 
 bench-platform: $(STAMP)
-	$(BIN)/python bench/platform.py
+	$(BIN)/python bench/platform_api.py

@@ -25,7 +25,7 @@ from bundle_operator.engine.desired import LEVELS, Desired, Inputs, desired_leve
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.merge import MergeResult, OnConflict, merge
 from bundle_operator.engine.preview import Action, EntityPlan, Preview
-from bundle_operator.engine.record import Record, RecordedEntity, secret_hash
+from bundle_operator.engine.record import Record, RecordedEntity, deletion_order, secret_hash
 from bundle_operator.engine.snapshot import Snapshot, project, read_snapshot
 from bundle_operator.engine.writer import Persist, Writer
 from bundle_operator.platform import kinds
@@ -194,7 +194,7 @@ async def plan(
                 issues += _conflict_issues(desired.entity, decided.merge.conflicts, options.on_conflict)
     wanted = {p.desired.entity for p in items}
     removals: list[Removal] = []
-    for recorded in sorted(record.entities, key=lambda r: -r.seq):
+    for recorded in deletion_order(record.entities):
         if recorded.entity in wanted:
             continue
         live = project(recorded, snapshot)

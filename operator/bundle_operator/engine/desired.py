@@ -29,6 +29,7 @@ from bundle_operator.document.models import (
     Skill,
     UrlMcp,
 )
+from bundle_operator.engine.record import KIND_ORDER
 from bundle_operator.platform.models import member_resource_id
 
 
@@ -281,7 +282,7 @@ def desired_gateway(gateway: Gateway, inputs: Inputs, ids: Mapping[str, str], sk
     return Desired("gateway", "gateway", spec, depends_on=[f"mcp:{m}" for m in members])
 
 
-LEVELS: tuple[str, ...] = ("mcp", "skill", "agent", "channel", "automation", "policy", "gateway")
+LEVELS: tuple[str, ...] = KIND_ORDER
 
 
 def desired_level(level: str, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> list[Desired]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bundle_operator.engine.diff import changed_paths
-from bundle_operator.engine.record import Record
+from bundle_operator.engine.record import Record, deletion_order
 from bundle_operator.engine.snapshot import project, read_snapshot
 from bundle_operator.engine.writer import Persist, Writer
 from bundle_operator.platform.protocol import PlatformAPI
@@ -44,8 +44,8 @@ async def uninstall(
     result = UninstallResult()
     remaining = []
     in_use: dict[str, str] = {}  # platform id -> the kept entity that refers to it
-    # Newest first: whatever refers to an entity was created after it and is decided before it.
-    for recorded in sorted(record.entities, key=lambda r: -r.seq):
+    # Dependents first: whatever refers to an entity is decided (kept or deleted) before it.
+    for recorded in deletion_order(record.entities):
         live = project(recorded, snapshot)
         if live is None:
             # Gone already (or an archived agent): its other parts may still be there.

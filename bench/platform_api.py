@@ -1,4 +1,3 @@
-# ruff: noqa: E402 -- sys.path must be fixed before the other imports (see below)
 """Benchmark the reference platform through the client: creates per second and latency.
 
 Starts `bundlectl platform serve` on a free loopback port with a fresh SQLite file (or uses
@@ -6,21 +5,16 @@ Starts `bundlectl platform serve` on a free loopback port with a fresh SQLite fi
 and reads them back. Prints creates/s and p50/p99 latency for each. Every request goes only to
 the loopback server this script started (or the --url given), and the run is bounded by --count.
 
-Run: `make bench-platform` or `.venv/bin/python bench/platform.py [--count N] [--concurrency C]`.
+Run: `make bench-platform` or `.venv/bin/python bench/platform_api.py [--count N] [--concurrency C]`.
 """
 
 from __future__ import annotations
-
-import sys
-
-# Run as a script, this folder comes first on sys.path and this file's name would hide the
-# standard library's `platform` module, which uuid, asyncio and pydantic import.
-sys.path[:] = [entry for entry in sys.path if entry != __file__.rsplit("/", 1)[0]]
 
 import argparse
 import asyncio
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
