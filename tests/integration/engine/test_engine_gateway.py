@@ -1,0 +1,91 @@
+"""The gateway bundle: members in order, curation, own prompts and resources; update and uninstall."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import yaml
+
+from bundle_operator.engine.drift import drift
+from bundle_operator.engine.uninstall import uninstall
+from bundle_operator.platform import kinds
+from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.models import GatewayToolCuration
+from tests.integration.engine.harness import ROOT, Store, example, install, parse, workspace_state
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+
+def gateway_doc() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "gateway-curated.yaml").read_text())
+    return data
+
+
+async def test_gateway_example_installs_reuses_updates_and_uninstalls(
+    client: PlatformClient, ws: str
+) -> None:
+    before = await workspace_state(client, ws)
+    parsed, setup = example("gateway-curated")
+    result, record = await install(client, ws, parsed, setup)
+    assert sorted(result.created) == ["gateway:gateway", "mcp:notes", "mcp:weather"]
+    bundle_id = record.find("gateway:gateway").primary_id  # type: ignore[union-attr]
+    assert bundle_id is not None
+    members = await client.list_members(ws, bundle_id)
+    assert [m.name for m in members] == ["weather", "notes"]
+    tools = {t.id: t for t in await client.list_tools(ws, bundle_id)}
+    assert tools["weather__forecast"].presented_name == "get_forecast"
+    assert tools["weather__radar_raw"].enabled is False
+    prompts = await client.list_prompts(ws, bundle_id)
+    assert [p.name for p in prompts] == ["plan_day"]
+    resources = await client.list_resources(ws, bundle_id)
+    assert [r.name for r in resources] == ["guides/planning-style"]
+    notes = next(i for i in await client.list_all(ws, kinds.MCP_INSTANCES) if i.name == "Notes")
+    assert notes.context_signing is True
+
+    again, _ = await install(client, ws, parsed, setup, record)
+    assert again.created == [] and again.updated == []
+    assert not (await drift(client, ws, record)).drifted
+
+    changed = gateway_doc()
+    changed["gateway"]["tools"][0]["override_name"] = "forecast_7d"
+    changed["gateway"]["members"] = ["notes", "weather"]
+    changed["gateway"]["resources"][0]["content"] += "\n- Evenings are free.\n"
+    updated, _ = await install(client, ws, parse(changed), setup, record)
+    assert updated.updated == ["gateway:gateway"]
+    assert [m.name for m in await client.list_members(ws, bundle_id)] == ["notes", "weather"]
+    tools = {t.id: t for t in await client.list_tools(ws, bundle_id)}
+    assert tools["weather__forecast"].presented_name == "forecast_7d"
+    resource = (await client.list_resources(ws, bundle_id))[0]
+    assert resource.content.endswith("Evenings are free.\n")
+
+    result_uninstall = await uninstall(client, ws, record, Store(record).persist)
+    assert result_uninstall.complete and result_uninstall.kept == {}
+    assert await workspace_state(client, ws) == before
+
+
+async def test_gateway_curation_edited_on_the_platform_is_drift_and_survives_an_update(
+    client: PlatformClient, ws: str
+) -> None:
+    parsed, setup = example("gateway-curated")
+    _, record = await install(client, ws, parsed, setup)
+    bundle_id = record.find("gateway:gateway").primary_id  # type: ignore[union-attr]
+    assert bundle_id is not None
+    await client.put_tool(ws, bundle_id, "notes__delete_note", GatewayToolCuration(enabled=False))
+    report = await drift(client, ws, record)
+    assert report.changed == {
+        "gateway:gateway": [
+            "/tools/notes__delete_note/enabled",
+            "/tools/notes__delete_note/override_annotations",
+            "/tools/notes__delete_note/override_title",
+        ]
+    }
+    changed = copy.deepcopy(gateway_doc())
+    changed["gateway"]["description"] = "New description for the model"
+    result, _ = await install(client, ws, parse(changed), setup, record)
+    assert result.updated == ["gateway:gateway"]
+    tools = {t.id: t for t in await client.list_tools(ws, bundle_id)}
+    assert tools["notes__delete_note"].enabled is False  # the local edit survived
+    bundle = await client.get(ws, kinds.GATEWAY_BUNDLES, bundle_id)
+    assert bundle.description == "New description for the model"
