@@ -24,8 +24,8 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check operator tests bench
-	$(BIN)/ruff format --check operator tests bench
+	$(BIN)/ruff check operator tests bench scripts
+	$(BIN)/ruff format --check operator tests bench scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy operator/bundle_operator
@@ -38,8 +38,11 @@ test-unit: $(STAMP)
 test: $(STAMP) lint typecheck $(TEST_PREREQS)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# The main job on the embedded defaults: the reference platform, a bundle analyzed, installed,
+# checked for drift and exported; the platform then runs until Ctrl-C (RUN_ONCE=1 stops at once).
 run: $(STAMP)
 	$(BIN)/bundlectl analyze examples/github-triage.yaml --setup-file examples/setup/github-triage.yaml -o table
+	$(BIN)/python scripts/local_run.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
