@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -31,8 +29,8 @@ from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import FaultSpec
+from bundle_operator.platform.reference.process import start_platform
 
-BUNDLECTL = str(Path(sys.executable).with_name("bundlectl"))
 PER_KIND = 10
 
 
@@ -135,21 +133,6 @@ async def run_once(url: str, latency_ms: int, sequential: bool) -> tuple[float, 
     return elapsed, calls, created, triggers
 
 
-def start_platform(db: Path) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [BUNDLECTL, "platform", "serve", "--port", "0", "--db", str(db), "--enable-fault-injection"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on " not in line:
-        process.kill()
-        raise SystemExit(f"the reference platform did not start: {line!r}")
-    return process, line.split("listening on ", 1)[1].split()[0]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -157,7 +140,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=int, default=20)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        process, url = start_platform(Path(tmp) / "bench.db")
+        server = start_platform(Path(tmp) / "bench.db", "--enable-fault-injection")
+        url = server.url
         try:
             run: Callable[[bool], Awaitable[tuple[float, int, int, int]]] = lambda seq: run_once(  # noqa: E731
                 url, args.latency_ms, seq
@@ -166,8 +150,7 @@ def main() -> None:
             concurrent = asyncio.run(run(False))
             sequential = asyncio.run(run(True))
         finally:
-            process.terminate()
-            process.wait(timeout=20)
+            server.stop()
     elapsed, calls, created, triggers = concurrent
     target = created + triggers + 3
     print(

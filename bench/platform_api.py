@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +22,7 @@ from pathlib import Path
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import AgentCreate
+from bundle_operator.platform.reference.process import start_platform
 
 BUNDLECTL = str(Path(sys.executable).with_name("bundlectl"))
 
@@ -98,25 +97,16 @@ def main() -> int:
         asyncio.run(run(args.url, args.count, args.concurrency))
         return 0
     with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "platform.db"
-        server = subprocess.Popen(
-            [BUNDLECTL, "platform", "serve", "--port", "0", "--db", str(db)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
         try:
-            assert server.stdout is not None
-            line = server.stdout.readline()
-            if "listening on " not in line:
-                print(f"the platform did not start: {line!r}", file=sys.stderr)
-                return 1
-            url = line.split("listening on ", 1)[1].split()[0]
-            print(f"reference platform at {url}, SQLite file in a temporary folder (WAL)")
-            asyncio.run(run(url, args.count, args.concurrency))
+            server = start_platform(Path(folder) / "platform.db")
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        try:
+            print(f"reference platform at {server.url}, SQLite file in a temporary folder (WAL)")
+            asyncio.run(run(server.url, args.count, args.concurrency))
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=20)
+            server.stop()
     return 0
 
 

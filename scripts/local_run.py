@@ -15,8 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bundle_operator.platform.reference.process import BUNDLECTL, start_platform
+
 ROOT = Path(__file__).resolve().parents[1]
-BUNDLECTL = str(Path(sys.executable).with_name("bundlectl"))
 RUN_DIR = ROOT / "tmp" / "run"
 WORKSPACE = "demo"
 EXAMPLE = "postgres-data"
@@ -31,18 +32,12 @@ def step(title: str, *args: str, env: dict[str, str]) -> int:
 
 def main() -> int:
     RUN_DIR.mkdir(parents=True, exist_ok=True)
-    platform = subprocess.Popen(
-        [BUNDLECTL, "platform", "serve", "--port", "0", "--db", str(RUN_DIR / "platform.db")],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert platform.stdout is not None
-    line = platform.stdout.readline()
-    if "listening on " not in line:
-        platform.kill()
-        print(f"the reference platform did not start: {line!r}", file=sys.stderr)
+    try:
+        platform = start_platform(RUN_DIR / "platform.db", log=RUN_DIR / "platform.log")
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
         return 1
-    url = line.split("listening on ", 1)[1].split()[0]
+    url = platform.url
     env = {**os.environ, "BUNDLE_PLATFORM_URL": url}
     bundle = str(ROOT / "examples" / f"{EXAMPLE}.yaml")
     setup = str(ROOT / "examples" / "setup" / f"{EXAMPLE}.yaml")
@@ -78,8 +73,7 @@ def main() -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        platform.send_signal(signal.SIGTERM)
-        platform.wait(timeout=20)
+        platform.stop()
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ PRIMARY_PATH: dict[str, str] = {
     "policy": kinds.POLICIES.path,
     "gateway": kinds.GATEWAY_BUNDLES.path,
 }
-_KIND_BY_PATH = {kind.path: kind for kind in kinds.ALL_KINDS}
 
 
 @dataclass
@@ -56,7 +55,7 @@ async def read_snapshot(platform: PlatformAPI, workspace: str, record: Record) -
     snapshot = Snapshot()
     paths = sorted({part.path for recorded in record.entities for part in recorded.parts})
     for path in paths:
-        kind = _KIND_BY_PATH.get(path)
+        kind = kinds.BY_PATH.get(path)
         if kind is None:
             continue
         items = await platform.list_all(workspace, kind)

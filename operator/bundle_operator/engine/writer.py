@@ -62,7 +62,6 @@ from bundle_operator.platform.protocol import PlatformAPI
 log = logging.getLogger(__name__)
 
 Persist = Callable[[Record], Awaitable[None]]
-_KIND_BY_PATH = {kind.path: kind for kind in kinds.ALL_KINDS}
 
 
 @dataclass
@@ -109,7 +108,7 @@ class Writer:
 
     async def delete(self, path: str, entity_id: str) -> None:
         """Delete one platform entity; already gone counts as done."""
-        kind = _KIND_BY_PATH[path]
+        kind = kinds.BY_PATH[path]
         self.calls += 1
         with contextlib.suppress(NotFound):
             await self.platform.delete(self.workspace, kind, entity_id)

@@ -100,3 +100,6 @@ ALL_KINDS: tuple[Kind[Any, Any, Any], ...] = (
     GATEWAY_BUNDLES,
     ENDPOINTS,
 )
+
+BY_PATH: dict[str, Kind[Any, Any, Any]] = {kind.path: kind for kind in ALL_KINDS}
+"""Each kind by its collection path (as a record names it)."""

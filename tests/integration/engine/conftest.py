@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.retry import RetryPolicy
-from tests.integration.platform.platform_harness import PlatformProcess, start_platform
+from tests.integration.platform.platform_harness import PlatformProcess, github_stub, start_platform
 
 TOKEN = "engine-test-token"
 FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05, max_retry_after=1.0)
@@ -31,24 +29,8 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="session")
 def github_url() -> Iterator[str]:
     """A loopback stand-in for raw GitHub content."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = GITHUB_FILES.get(self.path)
-            self.send_response(200 if body is not None else 404)
-            data = (body or "").encode()
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with github_stub(GITHUB_FILES) as stub:
+        yield stub.url
 
 
 @pytest.fixture(scope="session")

@@ -3,15 +3,12 @@ a GitHub stand-in serving SKILL.md files, and clients pointed at them."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from platform_harness import FAST_RETRY, TOKEN, PlatformProcess, start_platform
+from platform_harness import FAST_RETRY, TOKEN, GitHubStub, PlatformProcess, github_stub, start_platform
 
 from bundle_operator.platform.client import PlatformClient
 
@@ -21,47 +18,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@dataclass
-class GitHubStub:
-    """Serves ``files`` (path -> SKILL.md text) like raw.githubusercontent.com; other paths 404."""
-
-    url: str
-    files: dict[str, str] = field(default_factory=dict)
-    fail_with: int | None = None
-
-
 @pytest.fixture(scope="session")
 def github() -> Iterator[GitHubStub]:
-    stub = GitHubStub(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if stub.fail_with is not None:
-                self.send_response(stub.fail_with)
-                self.end_headers()
-                return
-            body = stub.files.get(self.path)
-            if body is None:
-                self.send_response(404)
-                self.end_headers()
-                return
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield stub
-    server.shutdown()
-    server.server_close()
+    with github_stub() as stub:
+        yield stub
 
 
 @pytest.fixture(scope="session")

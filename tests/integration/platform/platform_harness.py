@@ -5,44 +5,64 @@ Kept out of conftest.py so test modules import it by a name no other test folder
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from bundle_operator.platform.reference.process import BUNDLECTL, PlatformProcess, start_platform
 from bundle_operator.platform.retry import RetryPolicy
 
 TOKEN = "test-token-not-secret"
-BUNDLECTL = str(Path(sys.executable).with_name("bundlectl"))
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05, max_retry_after=2.0)
 
 
+# One launcher for tests, benchmarks and `make run`.
+__all__ = [
+    "BUNDLECTL",
+    "FAST_RETRY",
+    "TOKEN",
+    "GitHubStub",
+    "PlatformProcess",
+    "github_stub",
+    "start_platform",
+]
+
+
 @dataclass
-class PlatformProcess:
-    """A running ``bundlectl platform serve``."""
+class GitHubStub:
+    """Serves ``files`` (path -> SKILL.md text) like raw.githubusercontent.com; other paths 404."""
 
-    process: subprocess.Popen[str]
     url: str
-    db: Path
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=20)
+    files: dict[str, str] = field(default_factory=dict)
+    fail_with: int | None = None
 
 
-def start_platform(db: Path, *extra: str) -> PlatformProcess:
-    """Start the reference platform on a free loopback port and wait until it listens."""
-    command = [BUNDLECTL, "platform", "serve", "--port", "0", "--db", str(db), *extra]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on " not in line:
-        process.kill()
-        _, err = process.communicate(timeout=10)
-        raise RuntimeError(f"the platform did not start: {line!r} {err[-2000:]}")
-    url = line.split("listening on ", 1)[1].split()[0]
-    return PlatformProcess(process, url, db)
+@contextmanager
+def github_stub(files: dict[str, str] | None = None) -> Iterator[GitHubStub]:
+    """A loopback stand-in for raw GitHub content, for the platform's GitHub skills."""
+    stub = GitHubStub(url="", files=dict(files or {}))
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = stub.files.get(self.path) if stub.fail_with is None else None
+            status = stub.fail_with or (200 if body is not None else 404)
+            data = (body or "").encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield stub
+    finally:
+        server.shutdown()
+        server.server_close()
