@@ -20,7 +20,8 @@ _FIELDS: tuple[tuple[str, int, int, list[str]], ...] = (
     ("month", 1, 12, _MONTHS),
     ("day of week", 0, 7, _DAYS),
 )
-_ITEM = re.compile(r"^(?P<range>\*|[0-9a-zA-Z]+(?:-[0-9a-zA-Z]+)?)(?:/(?P<step>[0-9]+))?$")
+# Bounded runs: a value of thousands of digits is refused here, not by int().
+_ITEM = re.compile(r"^(?P<range>\*|[0-9a-zA-Z]{1,9}(?:-[0-9a-zA-Z]{1,9})?)(?:/(?P<step>[0-9]{1,9}))?$")
 
 
 def cron_problem(expression: str) -> str | None:
@@ -39,7 +40,7 @@ def cron_problem(expression: str) -> str | None:
 def _item_problem(item: str, low: int, high: int, names: list[str]) -> str | None:
     match = _ITEM.match(item)
     if match is None:
-        return f"'{item}' is not a value, range, list or step"
+        return f"'{item[:20]}' is not a value, range, list or step"
     step = match.group("step")
     if step is not None and int(step) == 0:
         return "a step must be at least 1"

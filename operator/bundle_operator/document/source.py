@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from bundle_operator.document.pointer import split_pointer
+from bundle_operator.document.pointer import split_pointer, to_pointer
 
 MAX_SOURCE_BYTES = 5 * 1024 * 1024
 MAX_DEPTH = 64
@@ -148,6 +149,43 @@ def load_source(text: str | bytes) -> LoadedSource:
         raise SourceError(_too_large(len(text.encode("utf-8", "surrogatepass"))), too_large=True)
     if not text.strip():
         raise SourceError("the document is empty", 1)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SourceError(f"the document is not valid Unicode text (character {exc.start})") from None
+    loaded = _load(text)
+    if _SURROGATE_ESCAPE.search(text):
+        _refuse_lone_surrogates(loaded.data)
+    return loaded
+
+
+# "\ud800" and friends: an escape that can decode to half of a UTF-16 pair.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _refuse_lone_surrogates(data: Any) -> None:
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    while stack:
+        value, tokens = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                stack.append((key, tokens))
+                stack.append((item, (*tokens, key)))
+        elif isinstance(value, list):
+            stack.extend((item, (*tokens, i)) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                pointer = to_pointer(tokens)
+                raise SourceError(
+                    f"{pointer or '/'}: an escape encodes half of a UTF-16 surrogate pair, which is "
+                    "not a character",
+                    path=pointer,
+                ) from None
+
+
+def _load(text: str) -> LoadedSource:
     if text.lstrip()[:1] in "{[":
         try:
             return _load_json(text)

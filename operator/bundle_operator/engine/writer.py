@@ -280,7 +280,12 @@ class Writer:
     async def update_entity(
         self, recorded: RecordedEntity, desired: Desired, merged: dict[str, Any], live: dict[str, Any]
     ) -> RecordedEntity:
-        """Write the merged spec where it differs from live, and changed secret values; returns the record."""
+        """Write the merged spec where it differs from live, and changed secret values; returns the record.
+
+        The record keeps what the bundle asked for (``desired.spec``), not the merge: a local edit the
+        merge kept stays a visible difference, so drift reports it, later merges keep it, and
+        uninstall does not take it for unmodified.
+        """
         primary = recorded.primary_id
         assert primary is not None
         hashes = {site: secret_hash(self.record.installation, v) for site, v in desired.secrets.items()}
@@ -306,7 +311,12 @@ class Writer:
                 if changes:
                     await self.update(path_kind, primary, update_model(**changes))
         return RecordedEntity(
-            kind=recorded.kind, key=recorded.key, parts=parts, spec=merged, secrets=hashes, seq=recorded.seq
+            kind=recorded.kind,
+            key=recorded.key,
+            parts=parts,
+            spec=desired.spec,
+            secrets=hashes,
+            seq=recorded.seq,
         )
 
     async def _update_mcp(

@@ -116,8 +116,14 @@ async def test_local_edit_to_an_untouched_field_survives(client: PlatformClient,
     assert result.updated == ["agent:bot"]
     agent = await agent_of(client, ws, record)
     assert (agent.model, agent.description) == ("gpt-6", "Edited by a human")
-    # The edit is the new base: no drift is reported for it any more.
-    assert (await drift(client, ws, record)).changed == {}
+    # The edit stays a local edit: drift reports it, the same bundle again keeps it, uninstall keeps it.
+    assert (await drift(client, ws, record)).changed == {"agent:bot": ["/description"]}
+    again, _ = await install(
+        client, ws, parse(changed(lambda d: d["agents"][0].update(model="gpt-6"))), SETUP, record
+    )
+    assert again.updated == [] and again.reused
+    assert (await agent_of(client, ws, record)).description == "Edited by a human"
+    assert (await uninstall(client, ws, record, Store(record).persist)).kept["agent:bot"] == ["/description"]
 
 
 async def test_true_conflict_writes_nothing_and_names_the_path(client: PlatformClient, ws: str) -> None:
@@ -147,6 +153,10 @@ async def test_conflict_modes(client: PlatformClient, ws: str, mode: OnConflict,
     assert result.conflicts == {"agent:bot": ["/instructions"]}
     agent = await agent_of(client, ws, record)
     assert (agent.instructions, agent.model) == (expected, "gpt-6")
+    # The next run of the same bundle does not undo the resolution.
+    again, _ = await install(client, ws, new, SETUP, record, Options(on_conflict=mode))
+    assert again.updated == []
+    assert (await agent_of(client, ws, record)).instructions == expected
 
 
 async def test_removed_entities_go_when_unmodified_and_stay_when_edited(

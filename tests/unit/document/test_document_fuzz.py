@@ -46,6 +46,13 @@ def test_arbitrary_text(text: str) -> None:
 
 
 @SETTINGS
+@given(st.text(alphabet=st.characters(exclude_categories=()), max_size=200))
+def test_arbitrary_code_points_including_surrogates(text: str) -> None:
+    check(text)
+    check('{"schema_version": "0.1.0", "name": "a", "description": ' + json.dumps(text) + "}")
+
+
+@SETTINGS
 @given(st.binary(max_size=400))
 def test_arbitrary_bytes(data: bytes) -> None:
     check(data)

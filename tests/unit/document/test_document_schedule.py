@@ -39,6 +39,7 @@ def test_valid_schedules(expression: str) -> None:
         ("5-1 * * * *", "backwards"),
         ("@daily", "five fields"),
         ("? * * * *", "not a value"),
+        ("9" * 5000 + " * * * *", "not a value"),
     ],
 )
 def test_invalid_schedules_say_which_field(expression: str, words: str) -> None:

@@ -143,3 +143,18 @@ def test_huge_integers_are_refused_not_a_crash() -> None:
     assert code == "invalid_document"
     code, _, line = single('schema_version: "0.1.0"\nname: a\ndescription: ' + "9" * 5000 + "\n")
     assert (code, line) == ("invalid_document", 3)
+
+
+def test_lone_surrogate_escapes_are_refused_with_their_path() -> None:
+    code, message, _ = single('{"schema_version": "0.1.0", "name": "a", "description": "x\\ud800y"}')
+    assert code == "invalid_document"
+    assert message.startswith("/description: ")
+    assert parse_bundle_text(
+        '{"schema_version": "0.1.0", "name": "a", "description": "\\ud83d\\ude00"}'
+    ).bundle
+
+
+def test_text_that_is_not_valid_unicode_is_refused() -> None:
+    code, message, _ = single('schema_version: "0.1.0"\nname: a\ndescription: \ud800\n')
+    assert code == "invalid_document"
+    assert "Unicode" in message
