@@ -164,8 +164,34 @@ def project(recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | No
     if isinstance(primary, Policy):
         return {"type": primary.type, "agent_id": primary.agent_id, "config": dict(primary.config)}
     if isinstance(primary, GatewayBundle):
-        return snapshot.gateway
+        return _project_gateway(recorded, snapshot.gateway)
     return None
+
+
+_DEFAULT_CURATION = {"enabled": True, "title": None, "description": None}
+_DEFAULT_TOOL_CURATION = {
+    "enabled": True,
+    "override_name": None,
+    "override_title": None,
+    "override_description": None,
+    "override_annotations": None,
+}
+
+
+def _project_gateway(recorded: RecordedEntity, live: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The gateway as recorded sees it: curation entries the bundle set, plus any entry someone curated
+    on the platform. Entries discovery found and nobody curated are not drift."""
+    if live is None:
+        return None
+    out = dict(live)
+    for section, default in (
+        ("tools", _DEFAULT_TOOL_CURATION),
+        ("member_prompts", _DEFAULT_CURATION),
+        ("member_resources", _DEFAULT_CURATION),
+    ):
+        known = recorded.spec.get(section, {})
+        out[section] = {k: v for k, v in live[section].items() if k in known or v != default}
+    return out
 
 
 def _schema(entries: list[SchemaField]) -> list[dict[str, Any]]:

@@ -89,3 +89,21 @@ async def test_gateway_curation_edited_on_the_platform_is_drift_and_survives_an_
     assert tools["notes__delete_note"].enabled is False  # the local edit survived
     bundle = await client.get(ws, kinds.GATEWAY_BUNDLES, bundle_id)
     assert bundle.description == "New description for the model"
+
+
+async def test_tools_discovery_adds_are_not_drift(client: PlatformClient, ws: str) -> None:
+    from bundle_operator.platform.models import Catalog, CatalogTool, McpServerUpdate
+
+    parsed, setup = example("gateway-curated")
+    _, record = await install(client, ws, parsed, setup)
+    weather = record.find("mcp:weather")
+    assert weather is not None
+    server_id = next(p.id for p in weather.parts if p.role == "server")
+    server = await client.get(ws, kinds.MCP_SERVERS, server_id)
+    catalog = Catalog(tools=[CatalogTool(name="forecast"), CatalogTool(name="current_conditions")])
+    await client.update(
+        ws, kinds.MCP_SERVERS, server_id, McpServerUpdate(catalog=catalog), revision=server.revision
+    )
+    assert not (await drift(client, ws, record)).drifted
+    result = await uninstall(client, ws, record, Store(record).persist)
+    assert result.kept == {} and result.complete
