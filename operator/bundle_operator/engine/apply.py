@@ -25,7 +25,7 @@ from bundle_operator.engine.desired import LEVELS, Desired, Inputs, desired_leve
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.merge import MergeResult, OnConflict, merge
 from bundle_operator.engine.preview import Action, EntityPlan, Preview
-from bundle_operator.engine.record import Record, RecordedEntity, deletion_order, secret_hash
+from bundle_operator.engine.record import Part, Record, RecordedEntity, deletion_order, secret_hash
 from bundle_operator.engine.snapshot import Snapshot, project, read_snapshot
 from bundle_operator.engine.writer import Persist, Writer
 from bundle_operator.platform import kinds
@@ -54,6 +54,22 @@ class Planned:
     recorded: RecordedEntity | None = None
     live: dict[str, Any] | None = None
     merge: MergeResult | None = None
+    replaces: bool = False  # a CREATE that replaces a live entity the platform cannot change in place
+    blocked: str | None = None  # why this entity cannot be brought to the bundle at all
+
+
+# Fields the platform cannot change in place: a change replaces the entity, if nobody edited it.
+IMMUTABLE: dict[str, tuple[str, ...]] = {
+    "policy": ("/type",),
+    "skill": ("/source_type",),
+    "mcp": ("/server/type",),
+}
+
+
+def _at(spec: Any, pointer: str) -> Any:
+    for token in pointer.strip("/").split("/"):
+        spec = spec.get(token) if isinstance(spec, dict) else None
+    return spec
 
 
 @dataclass
@@ -139,6 +155,14 @@ def _decide(
     hashes = {site: secret_hash(installation, v) for site, v in desired.secrets.items()}
     if desired.spec == recorded.spec and hashes == recorded.secrets:
         return Planned(desired, "REUSE", None, recorded, live)
+    immutable = [p for p in IMMUTABLE.get(desired.kind, ()) if _at(recorded.spec, p) != _at(desired.spec, p)]
+    if immutable:
+        fields = ", ".join(immutable)
+        if not changed_paths(recorded.spec, live):
+            reason = f"{fields} cannot change in place; it is replaced"
+            return Planned(desired, "CREATE", reason, recorded, live, replaces=True)
+        blocked = f"{fields} cannot change in place, and the entity was edited since it was installed"
+        return Planned(desired, "UPDATE", None, recorded, live, blocked=blocked)
     result = merge(recorded.spec, desired.spec, live, options.on_conflict)
     return Planned(desired, "UPDATE", None, recorded, live, result)
 
@@ -192,6 +216,15 @@ async def plan(
                     drift[desired.entity] = paths
             if decided.merge is not None and decided.merge.conflicts:
                 issues += _conflict_issues(desired.entity, decided.merge.conflicts, options.on_conflict)
+            if decided.blocked is not None:
+                issues.append(
+                    blocking(
+                        Code.UPDATE_CONFLICT,
+                        f"{desired.entity}: {decided.blocked}; undo the "
+                        "local edit or delete the entity to let the bundle replace it",
+                        entity=desired.entity,
+                    )
+                )
     wanted = {p.desired.entity for p in items}
     removals: list[Removal] = []
     for recorded in deletion_order(record.entities):
@@ -338,7 +371,7 @@ async def apply(
     if record.journal and record.inflight_fingerprint != first.fingerprint:
         # A run was interrupted with other inputs: its creates cannot be replayed, so undo them.
         writer = _writer(platform, workspace, record, persist_locked, first, record.inflight_attempt or 0)
-        await _roll_back(writer)
+        await roll_back_journal(writer)
     if record.inflight_fingerprint != first.fingerprint:
         record.attempt += 1
         record.inflight_fingerprint = first.fingerprint
@@ -347,61 +380,97 @@ async def apply(
     writer = _writer(
         platform, workspace, record, persist_locked, first, record.inflight_attempt or record.attempt
     )
+    writer.revisions = {i: e.revision for items in first.snapshot.entities.values() for i, e in items.items()}
     result = ApplyResult(first.preview)
     result.calls = first.snapshot.calls
+    await delete_leftovers(writer)
     ids: dict[str, str] = {}
-    created: list[RecordedEntity] = []
+    before = list(record.entities)
     entities: dict[str, RecordedEntity] = {r.entity: r for r in record.entities}
+    superseded: list[Planned] = []
+    updates: list[Planned] = []
+    undo: list[tuple[dict[str, Any], RecordedEntity, dict[str, Any]]] = []
     try:
+        # Creates first, level by level: until every create has worked, nothing that already
+        # existed has been touched, so a rollback only has to delete.
         for level in LEVELS:
             decided = [
                 _decide(d, record, first.snapshot, options, record.installation)
                 for d in desired_level(level, first.inputs, ids, first.skipped)
             ]
+            creates = [item for item in decided if item.action == "CREATE"]
             outcomes = await asyncio.gather(
-                *(_carry_out(writer, item) for item in decided), return_exceptions=True
+                *(writer.create_entity(i.desired) for i in creates), return_exceptions=True
             )
-            failure: BaseException | None = None
-            for item, outcome in zip(decided, outcomes, strict=True):
-                if isinstance(outcome, BaseException):
-                    failure = failure or outcome
-                    continue
-                entity = item.desired.entity
-                ids[entity] = outcome.primary_id or ""
-                entities[entity] = outcome
-                if item.action == "CREATE":
-                    created.append(outcome)
-                    result.created.append(entity)
-                elif item.action == "UPDATE":
-                    # Its new parts are recorded now: a later rollback must not take them away.
-                    record.journal = [e for e in record.journal if e.entity != entity]
-                    result.updated.append(entity)
-                    if item.merge is not None and item.merge.conflicts:
-                        result.conflicts[entity] = item.merge.conflicts
-                else:
-                    result.reused.append(entity)
+            failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
             if failure is not None:
                 raise failure
-        for removal in first.removals:
-            entity = removal.recorded.entity
-            if not removal.delete:
-                result.kept.append(entity)
-                entities.pop(entity, None)
-                continue
-            failures = await writer.delete_entity(removal.recorded)
-            if failures:
-                result.kept.append(entity)
-            else:
-                result.deleted.append(entity)
-            entities.pop(entity, None)
+            for item, outcome in zip(creates, outcomes, strict=True):
+                assert isinstance(outcome, RecordedEntity)
+                entities[item.desired.entity] = outcome
+                result.created.append(item.desired.entity)
+                if item.recorded is not None:
+                    superseded.append(item)  # what is left of the old one goes once the run succeeds
+            for item in decided:
+                entity = item.desired.entity
+                ids[entity] = entities[entity].primary_id or "" if entity in entities else ""
+                if item.action == "UPDATE":
+                    updates.append(item)
+                elif item.action == "REUSE":
+                    result.reused.append(entity)
+        # Then updates, level by level; a failure puts back what was updated before deleting creates.
+        for level in LEVELS:
+            batch = [item for item in updates if item.desired.kind == level]
+            outcomes = await asyncio.gather(
+                *(_update(writer, item) for item in batch), return_exceptions=True
+            )
+            for item, outcome in zip(batch, outcomes, strict=True):
+                if isinstance(outcome, RecordedEntity):
+                    assert item.recorded is not None and item.live is not None and item.merge is not None
+                    undo.append((item.live, outcome, item.merge.merged))
+                    entities[item.desired.entity] = outcome
+            failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
+            if failure is not None:
+                raise failure
+        for item in updates:
+            result.updated.append(item.desired.entity)
+            if item.merge is not None and item.merge.conflicts:
+                result.conflicts[item.desired.entity] = item.merge.conflicts
     except BaseException as exc:
-        # Updates already written stay written; the record says so. Creates are undone.
-        record.entities = [e for e in entities.values() if e.entity not in {c.entity for c in created}]
-        failures = await _roll_back(writer)
+        for live, written, merged in reversed(undo):
+            await _restore(writer, live, written, merged)
+        record.entities = before
+        failures = await roll_back_journal(writer)
         result.calls += writer.calls
         if isinstance(exc, Exception):
             raise InstallFailed(exc, failures) from exc
         raise
+    # Removals last. An entity whose delete fails (in use by something kept, or the platform
+    # refuses) stays recorded and owned, and the next run tries again.
+    for removal in first.removals:
+        entity = removal.recorded.entity
+        if not removal.delete:
+            result.kept.append(entity)
+            entities.pop(entity, None)
+            continue
+        if await writer.delete_entity(removal.recorded):
+            result.kept.append(entity)
+        else:
+            result.deleted.append(entity)
+            entities.pop(entity, None)
+    # What the run stopped using (the parts of a re-created entity, secrets an update dropped)
+    # goes last; a part that will not go stays owned as a leftover.
+    retired = [
+        (part, item.desired.entity)
+        for item in superseded
+        if item.recorded is not None
+        for part in sorted(item.recorded.parts, key=lambda p: (p.role != "primary", p.role != "server"))
+        # A gone primary needs no delete; an archived agent stays archived; a replaced one goes.
+        if part.role != "primary" or item.replaces
+    ]
+    for part, owner in [*retired, *writer.retired]:
+        if await writer.failed_to_delete(part, owner):
+            record.leftovers.append(part)
     record.entities = sorted(entities.values(), key=lambda e: e.seq)
     record.journal = []
     record.inflight_fingerprint = None
@@ -423,6 +492,33 @@ async def apply(
     return result
 
 
+async def _update(writer: Writer, item: Planned) -> RecordedEntity:
+    assert item.recorded is not None and item.merge is not None and item.live is not None
+    return await writer.update_entity(item.recorded, item.desired, item.merge.merged, item.live)
+
+
+async def _restore(
+    writer: Writer, live: dict[str, Any], written: RecordedEntity, merged: dict[str, Any]
+) -> None:
+    """Put an updated entity back as it was live before the run (secret values cannot be put back)."""
+    try:
+        await writer.restore_entity(written, live, merged)
+    except Exception as exc:  # a rollback keeps going whatever one restore does
+        log.warning("rollback: could not restore %s: %s", written.entity, type(exc).__name__)
+
+
+async def delete_leftovers(writer: Writer) -> None:
+    """Retry deleting parts an earlier run could not delete."""
+    record = writer.record
+    remaining = []
+    for part in record.leftovers:
+        if await writer.failed_to_delete(part, "an earlier run"):
+            remaining.append(part)
+    if remaining != record.leftovers:
+        record.leftovers = remaining
+        await writer.persist(record)
+
+
 def _writer(
     platform: PlatformAPI, workspace: str, record: Record, persist: Persist, planned: Plan, attempt: int
 ) -> Writer:
@@ -432,17 +528,7 @@ def _writer(
     )
 
 
-async def _carry_out(writer: Writer, item: Planned) -> RecordedEntity:
-    if item.action == "CREATE":
-        return await writer.create_entity(item.desired)
-    if item.action == "UPDATE":
-        assert item.recorded is not None and item.merge is not None and item.live is not None
-        return await writer.update_entity(item.recorded, item.desired, item.merge.merged, item.live)
-    assert item.recorded is not None
-    return item.recorded
-
-
-async def _roll_back(writer: Writer) -> list[str]:
+async def roll_back_journal(writer: Writer) -> list[str]:
     """Delete everything the journal says this run created, newest first; replay pending creates
     first so an entity created behind a lost response is found and deleted too."""
     record = writer.record
@@ -466,16 +552,18 @@ async def _roll_back(writer: Writer) -> list[str]:
                 )
             continue
         try:
-            await writer.delete(entry.path, entry.id)
-            entry.state = "deleted"
-        except PlatformError as exc:
-            log.warning(
-                "rollback: could not delete %s %s of %s: %s", entry.path, entry.id, entry.entity, exc.code
+            failed = await writer.failed_to_delete(
+                Part(role=entry.role, path=entry.path, id=entry.id), entry.entity
             )
-            failures.append(f"{entry.path}/{entry.id}")
         except Exception as exc:  # a rollback keeps going whatever one delete does
             log.warning("rollback: could not delete %s %s of %s: %r", entry.path, entry.id, entry.entity, exc)
+            failed = True
+        if failed:
+            # Still ours: kept as a leftover, so the next run (or uninstall) deletes it.
             failures.append(f"{entry.path}/{entry.id}")
+            record.leftovers.append(Part(role=entry.role, path=entry.path, id=entry.id))
+        else:
+            entry.state = "deleted"
     record.journal = []
     record.inflight_fingerprint = None
     record.inflight_attempt = None

@@ -80,6 +80,8 @@ class Record(_Model):
     seq: int = 0
     entities: list[RecordedEntity] = Field(default_factory=list)
     journal: list[JournalEntry] = Field(default_factory=list)
+    # Parts still owned but no longer used, whose delete failed: every run tries them again.
+    leftovers: list[Part] = Field(default_factory=list)
 
     def find(self, entity: str) -> RecordedEntity | None:
         """The recorded entity ``kind:key``, if any."""

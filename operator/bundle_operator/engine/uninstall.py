@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
+from bundle_operator.engine.apply import delete_leftovers, roll_back_journal
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.record import Record, deletion_order
 from bundle_operator.engine.snapshot import project, read_snapshot
 from bundle_operator.engine.writer import Persist, Writer
 from bundle_operator.platform.protocol import PlatformAPI
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,9 +43,14 @@ async def uninstall(
     platform: PlatformAPI, workspace: str, record: Record, persist: Persist
 ) -> UninstallResult:
     """Remove the installation's entities; the record keeps only what failed to go."""
-    snapshot = await read_snapshot(platform, workspace, record)
     writer = Writer(platform, workspace, record, persist, "", 0, record.bundle_name or "")
     result = UninstallResult()
+    # First what an interrupted run created and never recorded, and what earlier runs left behind.
+    if record.journal:
+        for failure in await roll_back_journal(writer):
+            result.failed.setdefault("(interrupted run)", []).append(failure)
+    await delete_leftovers(writer)
+    snapshot = await read_snapshot(platform, workspace, record)
     remaining = []
     in_use: dict[str, str] = {}  # platform id -> the kept entity that refers to it
     # Dependents first: whatever refers to an entity is decided (kept or deleted) before it.
@@ -49,8 +58,12 @@ async def uninstall(
         live = project(recorded, snapshot)
         if live is None:
             # Gone already (or an archived agent): its other parts may still be there.
-            await writer.delete_entity(recorded)
-            result.gone.append(recorded.entity)
+            failures = await writer.delete_entity(recorded)
+            if failures:
+                result.failed[recorded.entity] = failures
+                remaining.append(recorded)
+            else:
+                result.gone.append(recorded.entity)
             continue
         edited = changed_paths(recorded.spec, live)
         holder = in_use.get(recorded.primary_id or "")
@@ -65,6 +78,10 @@ async def uninstall(
         else:
             result.deleted.append(recorded.entity)
     record.entities = sorted(remaining, key=lambda r: r.seq)
+    for entity, failures in result.failed.items():
+        log.warning("uninstall: %s stays: %s", entity, ", ".join(failures))
+    if record.leftovers:
+        result.failed.setdefault("(leftovers)", []).extend(f"{p.path}/{p.id}" for p in record.leftovers)
     await persist(record)
     return result
 

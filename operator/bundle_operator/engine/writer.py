@@ -78,6 +78,10 @@ class Writer:
     calls: int = 0
     # Bodies of creates still pending, kept in memory so a rollback can replay them to learn ids.
     pending_bodies: dict[str, tuple[Kind[Any, Any, Any], ApiModel]] = field(default_factory=dict)
+    # Revisions as the plan read them (entity id -> revision), and as our own updates left them.
+    revisions: dict[str, int] = field(default_factory=dict)
+    # Parts an update stopped using: deleted once the whole run has worked.
+    retired: list[tuple[Part, str]] = field(default_factory=list)
 
     async def create(self, entity: str, role: str, kind: Kind[Any, Any, Any], body: ApiModel) -> Entity:
         """A journaled, idempotent create."""
@@ -98,12 +102,15 @@ class Writer:
         return created
 
     async def update(self, kind: Kind[Any, Any, Any], entity_id: str, body: ApiModel) -> Entity:
-        """An update at the live revision (read right before, so a concurrent edit fails loudly)."""
-        current = await self.platform.get(self.workspace, kind, entity_id)
-        self.calls += 2
-        updated: Entity = await self.platform.update(
-            self.workspace, kind, entity_id, body, revision=current.revision
-        )
+        """An update at the revision the plan read: an edit made since then fails (412) rather than
+        being overwritten unseen."""
+        revision = self.revisions.get(entity_id)
+        if revision is None:
+            self.calls += 1
+            revision = (await self.platform.get(self.workspace, kind, entity_id)).revision
+        self.calls += 1
+        updated: Entity = await self.platform.update(self.workspace, kind, entity_id, body, revision=revision)
+        self.revisions[entity_id] = updated.revision
         return updated
 
     async def delete(self, path: str, entity_id: str) -> None:
@@ -286,30 +293,9 @@ class Writer:
         merge kept stays a visible difference, so drift reports it, later merges keep it, and
         uninstall does not take it for unmodified.
         """
-        primary = recorded.primary_id
-        assert primary is not None
         hashes = {site: secret_hash(self.record.installation, v) for site, v in desired.secrets.items()}
-        changed_secrets = {site for site, h in hashes.items() if recorded.secrets.get(site) != h}
-        parts = list(recorded.parts)
-        kind = desired.kind
-        if kind == "mcp":
-            parts = await self._update_mcp(recorded, desired, merged, live, changed_secrets)
-        elif kind == "gateway":
-            if merged["bundle"] != live["bundle"]:
-                body = GatewayBundleUpdate(
-                    description=merged["bundle"]["description"], overview=merged["bundle"]["overview"]
-                )
-                await self.update(kinds.GATEWAY_BUNDLES, primary, body)
-            await self.write_gateway_contents(primary, merged, live)
-        else:
-            changes = {k: v for k, v in merged.items() if live.get(k) != v}
-            if kind == "channel" and "bot_token" in changed_secrets:
-                changes["bot_token"] = SecretStr(desired.secrets["bot_token"])
-            if changes:
-                update_model, path_kind = _SIMPLE_UPDATES[kind]
-                changes = {k: v for k, v in changes.items() if k in update_model.model_fields}
-                if changes:
-                    await self.update(path_kind, primary, update_model(**changes))
+        changed = {site for site, h in hashes.items() if recorded.secrets.get(site) != h}
+        parts = await self._write(recorded, merged, live, desired.secrets, changed)
         return RecordedEntity(
             kind=recorded.kind,
             key=recorded.key,
@@ -319,34 +305,76 @@ class Writer:
             seq=recorded.seq,
         )
 
-    async def _update_mcp(
+    async def restore_entity(
+        self, written: RecordedEntity, live_before: dict[str, Any], merged: dict[str, Any]
+    ) -> None:
+        """Put an updated entity back to its live state before the run. Secret values cannot be put
+        back (they are never read); a changed one stays, and the old hash in the record makes the
+        next run write it again."""
+        await self._write(written, live_before, merged, None, set())
+
+    async def _write(
         self,
         recorded: RecordedEntity,
-        desired: Desired,
-        merged: dict[str, Any],
-        live: dict[str, Any],
+        target: dict[str, Any],
+        current: dict[str, Any],
+        secrets: dict[str, str] | None,
         changed_secrets: set[str],
     ) -> list[Part]:
-        parts = [p for p in recorded.parts]
+        """Bring a live entity from ``current`` to ``target``; ``secrets`` None leaves secret values alone."""
+        primary = recorded.primary_id
+        assert primary is not None
+        kind = recorded.kind
+        if kind == "mcp":
+            return await self._write_mcp(recorded, target, current, secrets, changed_secrets)
+        if kind == "gateway":
+            if target["bundle"] != current["bundle"]:
+                body = GatewayBundleUpdate(
+                    description=target["bundle"]["description"], overview=target["bundle"]["overview"]
+                )
+                await self.update(kinds.GATEWAY_BUNDLES, primary, body)
+            await self.write_gateway_contents(primary, target, current)
+            return list(recorded.parts)
+        changes = {k: v for k, v in target.items() if current.get(k) != v}
+        if kind == "channel" and secrets is not None and "bot_token" in changed_secrets:
+            changes["bot_token"] = SecretStr(secrets["bot_token"])
+        update_model, path_kind = _SIMPLE_UPDATES[kind]
+        unsupported = sorted(k for k in changes if k not in update_model.model_fields)
+        if unsupported:
+            # The platform cannot change these in place (a policy's type, say): fail the run rather
+            # than record a write that did not happen.
+            raise ImmutableField(recorded.entity, unsupported)
+        if changes:
+            await self.update(path_kind, primary, update_model(**changes))
+        return list(recorded.parts)
+
+    async def _write_mcp(
+        self,
+        recorded: RecordedEntity,
+        target: dict[str, Any],
+        current: dict[str, Any],
+        secrets: dict[str, str] | None,
+        changed_secrets: set[str],
+    ) -> list[Part]:
+        parts = list(recorded.parts)
         by_role = {p.role: p for p in parts}
         secret_ids = {p.role.removeprefix("secret:"): p.id for p in parts if p.role.startswith("secret:")}
-        for site, value in desired.secrets.items():
+        for site, value in (secrets or {}).items():
             if site == "context_secret":
                 continue
             if site in secret_ids:
                 if site in changed_secrets:
                     await self.update(kinds.SECRETS, secret_ids[site], SecretUpdate(value=SecretStr(value)))
                 continue
-            body = SecretCreate(name=f"{self.bundle_name}/{desired.key}/{site}", value=SecretStr(value))
-            secret = await self.create(desired.entity, f"secret:{site}", kinds.SECRETS, body)
+            body = SecretCreate(name=f"{self.bundle_name}/{recorded.key}/{site}", value=SecretStr(value))
+            secret = await self.create(recorded.entity, f"secret:{site}", kinds.SECRETS, body)
             secret_ids[site] = secret.id
             parts.append(Part(role=f"secret:{site}", path=kinds.SECRETS.path, id=secret.id))
-        server_part = by_role["server"]
-        if merged["server"] != live["server"]:
-            server = merged["server"]
+        if target["server"] != current["server"]:
+            server = target["server"]
             await self.update(
                 kinds.MCP_SERVERS,
-                server_part.id,
+                by_role["server"].id,
                 McpServerUpdate(
                     name=server["name"],
                     command=server["command"],
@@ -358,35 +386,55 @@ class Writer:
                     ],
                 ),
             )
-        instance = merged["instance"]
-        context_changed = "context_secret" in changed_secrets
-        if instance != live["instance"] or context_changed:
+        instance = target["instance"]
+        context_changed = secrets is not None and "context_secret" in changed_secrets
+        if instance != current["instance"] or context_changed:
             values = _instance_values(instance, secret_ids)
-            if context_changed and "context_secret" in desired.secrets:
-                values["context_secret"] = SecretStr(desired.secrets["context_secret"])
+            if context_changed and secrets is not None and "context_secret" in secrets:
+                values["context_secret"] = SecretStr(secrets["context_secret"])
             await self.update(
                 kinds.MCP_INSTANCES, by_role["primary"].id, McpInstanceUpdate(name=instance["name"], **values)
             )
-        # Secrets the bundle no longer uses go once nothing refers to them.
-        for site, secret_id in list(secret_ids.items()):
-            if site not in desired.secrets:
-                await self.delete(kinds.SECRETS.path, secret_id)
-                parts = [p for p in parts if p.id != secret_id]
+        if secrets is not None:
+            # Secrets the bundle no longer uses are deleted only once the whole run has worked.
+            for site, secret_id in list(secret_ids.items()):
+                if site not in secrets:
+                    retired = next(p for p in parts if p.id == secret_id)
+                    self.retired.append((retired, recorded.entity))
+                    parts.remove(retired)
         return parts
 
     # --- deletes ----------------------------------------------------------------------------------
 
     async def delete_entity(self, recorded: RecordedEntity) -> list[str]:
-        """Delete every part of a recorded entity, the primary first; returns the failures."""
+        """Delete every part of a recorded entity, the primary first; returns the failures. When the
+        primary stays (in use, say), its server and secrets stay too: it still uses them."""
         failures: list[str] = []
         order = sorted(recorded.parts, key=lambda p: (p.role != "primary", p.role != "server"))
         for part in order:
-            try:
-                await self.delete(part.path, part.id)
-            except PlatformError as exc:
-                log.warning("could not delete %s %s of %s: %s", part.path, part.id, recorded.entity, exc.code)
+            if await self.failed_to_delete(part, recorded.entity):
                 failures.append(f"{part.path}/{part.id}")
+                if part.role in ("primary", "server"):
+                    break
         return failures
+
+    async def failed_to_delete(self, part: Part, entity: str) -> bool:
+        """Delete one part; log and answer True when the platform would not."""
+        try:
+            await self.delete(part.path, part.id)
+        except PlatformError as exc:
+            log.warning("could not delete %s %s of %s: %s", part.path, part.id, entity, exc.code)
+            return True
+        return False
+
+
+class ImmutableField(Exception):
+    """The bundle changed a field the platform cannot change in place."""
+
+    def __init__(self, entity: str, fields: list[str]) -> None:
+        super().__init__(f"{entity}: the platform cannot change {', '.join(fields)} in place")
+        self.entity = entity
+        self.fields = fields
 
 
 _SIMPLE_UPDATES: dict[str, tuple[type[ApiModel], Kind[Any, Any, Any]]] = {
