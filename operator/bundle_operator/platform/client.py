@@ -20,7 +20,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from bundle_operator.platform.errors import PlatformError, Unavailable, error_for_status
+from bundle_operator.platform.errors import NotFound, PlatformError, Unavailable, error_for_status
 from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import (
     ApiKeyIssued,
@@ -40,6 +40,7 @@ from bundle_operator.platform.models import (
     GatewayResourcePut,
     GatewayTool,
     GatewayToolCuration,
+    IdempotencyRecord,
     Page,
     Problem,
     member_resource_id,
@@ -277,6 +278,14 @@ class PlatformClient:
         await self.request(
             "DELETE", f"{self._ws(workspace)}/{kind.path}/{_seg(entity_id)}", headers=headers, safe=True
         )
+
+    async def find_by_idempotency_key(self, workspace: str, key: str) -> IdempotencyRecord | None:
+        """What a create sent with ``key`` made in the workspace; None when no such create was recorded."""
+        path = f"{self._ws(workspace)}/idempotency-keys/{_seg(key)}"
+        try:
+            return await self._call("GET", path, IdempotencyRecord, safe=True)
+        except NotFound:
+            return None
 
     # --- gateway bundles --------------------------------------------------------------------
 

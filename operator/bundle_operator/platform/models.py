@@ -617,6 +617,15 @@ class ApiKeyIssued(ApiModel):
     api_key: IssuedSecret
 
 
+class IdempotencyRecord(ApiModel):
+    """What a create sent with an Idempotency-Key made, for finding it again after a crash."""
+
+    key: str
+    kind: str = Field(description="the collection path of the entity, e.g. agents")
+    id: str
+    exists: bool = Field(description="false when the entity was deleted since")
+
+
 # --- Lists, errors, faults --------------------------------------------------------------------
 
 T = TypeVar("T")

@@ -35,6 +35,11 @@ Conventions:
   key and body returns the entity the first call created (`200`, header `Idempotent-Replayed:
   true`) instead of creating another; the same key with a different body answers `422
   idempotency_key_reused`; a key whose entity was deleted since answers `404`.
+  `GET /v1/workspaces/{workspace}/idempotency-keys/{key}` finds what a create with that key
+  made (its collection `kind`, `id`, and whether it still `exists`), so a client that crashed
+  before reading the answer finds the entity instead of creating it again; `404` when no create
+  with that key was recorded in the workspace. Keys are meant to be unique per workspace; when
+  one was used for several kinds, the latest create is shown.
 - Every entity has an `id` (a kind prefix such as `agt_`) and a `revision`, also sent as the
   `ETag`. `PATCH` needs `If-Match` with the revision it is based on (`428` without it, `412`
   when the entity moved on); `DELETE` honours `If-Match` when given. `PATCH` changes only the
@@ -119,6 +124,8 @@ def _path_params(path: str) -> tuple[Param, ...]:
             schema: dict[str, Any] = {"type": "string", "minLength": 1}
             if name == "workspace":
                 schema["pattern"] = WORKSPACE_PATTERN.pattern
+            elif name == "key":
+                schema["pattern"] = IDEMPOTENCY_KEY_PATTERN
             params.append(Param(name, "path", schema, required=True))
         elif ":" in part and part.startswith("{"):
             raise ValueError(part)
@@ -129,10 +136,11 @@ PAGING = (
     Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, description="page size"),
     Param("cursor", "query", {"type": "string"}, description="next_cursor of the previous page"),
 )
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 IDEMPOTENCY = Param(
     "Idempotency-Key",
     "header",
-    {"type": "string", "pattern": r"^[\x21-\x7e]{1,255}$"},
+    {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
     description="repeat a create safely: the same key returns the entity the first call created",
 )
 IF_MATCH_REQUIRED = Param(
@@ -256,6 +264,14 @@ def operations() -> list[Op]:
             "endpoints",
             response=m.ApiKeyIssued,
             errors=(400, 401, 404, 409, 422),
+        ),
+        Op(
+            "get",
+            f"{WS}/idempotency-keys/{{key}}",
+            "find_by_idempotency_key",
+            "Find the entity a create with this Idempotency-Key made",
+            "idempotency",
+            response=m.IdempotencyRecord,
         ),
         Op(
             "post",

@@ -28,6 +28,7 @@ from bundle_operator.platform.models import (
     GatewayResourcePut,
     GatewayTool,
     GatewayToolCuration,
+    IdempotencyRecord,
     Page,
 )
 
@@ -77,6 +78,10 @@ class PlatformAPI(Protocol):
         self, workspace: str, kind: Kind[Any, Any, Any], entity_id: str, *, revision: int | None = None
     ) -> None:
         """Delete an entity (only at ``revision`` when given); NotFound when it is already gone."""
+        ...
+
+    async def find_by_idempotency_key(self, workspace: str, key: str) -> IdempotencyRecord | None:
+        """What a create sent with ``key`` made in the workspace; None when no such create was recorded."""
         ...
 
     async def rename_gateway_bundle(

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from bundle_operator.platform.reference import endpoint_routes, faults
+from bundle_operator.platform.reference import endpoint_routes, faults, idempotency_routes
 from bundle_operator.platform.reference.agent_rules import AgentRules, ChannelRules, PolicyRules, TriggerRules
 from bundle_operator.platform.reference.bundle_rules import EndpointRules, GatewayBundleRules
 from bundle_operator.platform.reference.context import CONTEXT, Context, ServerConfig
@@ -106,6 +106,7 @@ def create_app(config: ServerConfig) -> web.Application:
         EntityRoutes(rules).register(app)
     GatewayRoutes().register(app)
     endpoint_routes.register(app)
+    idempotency_routes.register(app)
     if config.fault_injection:
         faults.register(app)
 

@@ -25,17 +25,20 @@ from bundle_operator.platform.reference.kind_rules import KindRules
 from bundle_operator.platform.reference.problems import ApiError, not_found, refused
 from bundle_operator.platform.reference.storage import Tx, new_id
 
-_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 BASE = "/v1/workspaces/{workspace}"
+
+
+def idempotency_key_text(key: str, field: str = "Idempotency-Key") -> str:
+    """``key`` when it is a valid Idempotency-Key; 422 naming ``field`` otherwise."""
+    if not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise refused(field, "must be 1 to 255 visible ASCII characters")
+    return key
 
 
 def _idempotency_key(request: web.Request) -> str | None:
     key = request.headers.get("Idempotency-Key")
-    if key is None:
-        return None
-    if not _IDEMPOTENCY_KEY.match(key):
-        raise refused("Idempotency-Key", "must be 1 to 255 visible ASCII characters")
-    return key
+    return None if key is None else idempotency_key_text(key)
 
 
 def _filters(request: web.Request, allowed: tuple[str, ...]) -> dict[str, Any]:

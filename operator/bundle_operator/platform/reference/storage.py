@@ -261,6 +261,15 @@ class Tx:
         ).fetchone()
         return (found[0], found[1]) if found else None
 
+    def idempotency_record(self, workspace: str, key: str) -> tuple[str, str] | None:
+        """(kind, entity id) of the latest create recorded under ``key`` in a workspace, or None."""
+        found = self._conn.execute(
+            "SELECT kind, entity_id FROM idempotency WHERE workspace = ? AND key = ?"
+            " ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            (workspace, key),
+        ).fetchone()
+        return (found[0], found[1]) if found else None
+
     def remember(self, workspace: str, kind: str, key: str, fingerprint: str, entity_id: str) -> None:
         """Record which entity an idempotency key created."""
         self._conn.execute(

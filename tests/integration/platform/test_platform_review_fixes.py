@@ -1,0 +1,54 @@
+"""Regressions for the defects a review of the platform API found, each asserted as a client
+sees it: status, problem code and body."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from platform_harness import TOKEN, PlatformProcess
+
+from bundle_operator.platform import kinds
+from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.models import AgentCreate
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+
+def raw(platform: PlatformProcess) -> httpx.AsyncClient:
+    """A plain HTTP client, to see exactly what the server answers."""
+    return httpx.AsyncClient(
+        base_url=platform.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30.0
+    )
+
+
+# --- 11: finding what a create made by its idempotency key ---------------------------------------
+
+
+async def test_an_idempotency_key_finds_the_entity_it_created(client: PlatformClient, ws: str) -> None:
+    the_key = "install/42:agent.triage"
+    created = await client.create(
+        ws, kinds.AGENTS, AgentCreate(name="Triage", model="gpt-5"), idempotency_key=the_key
+    )
+    found = await client.find_by_idempotency_key(ws, the_key)
+    assert found is not None
+    assert (found.key, found.kind, found.id, found.exists) == (the_key, "agents", created.id, True)
+
+    await client.delete(ws, kinds.AGENTS, created.id)
+    gone = await client.find_by_idempotency_key(ws, the_key)
+    assert gone is not None and gone.id == created.id and gone.exists is False
+
+    assert await client.find_by_idempotency_key(ws, "never-sent") is None
+    # Keys are per workspace.
+    assert await client.find_by_idempotency_key(f"{ws}-other", the_key) is None
+
+
+async def test_the_idempotency_key_route_answers_problems(platform: PlatformProcess, ws: str) -> None:
+    async with raw(platform) as http:
+        missing = await http.get(f"/v1/workspaces/{ws}/idempotency-keys/nope")
+        assert missing.status_code == 404
+        assert missing.headers["Content-Type"].startswith("application/problem+json")
+        assert missing.json()["code"] == "not_found"
+        bad = await http.get(f"/v1/workspaces/{ws}/idempotency-keys/%C3%A9")
+        assert bad.status_code == 422
+        assert bad.json()["code"] == "invalid_request"
+        assert bad.json()["errors"][0]["field"] == "key"
