@@ -15,10 +15,10 @@ from bundle_operator.document.pointer import join_pointer
 
 GATEWAY_ENTITY = "gateway:gateway"
 SEPARATOR = "__"
-OVERRIDE_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
-PROMPT_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
-ARGUMENT_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-RESOURCE_SEGMENT = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9_.-]*$")
+OVERRIDE_NAME = re.compile(r"^[a-zA-Z0-9_-]+\Z")
+PROMPT_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*\Z")
+ARGUMENT_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
+RESOURCE_SEGMENT = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9_.-]*\Z")
 PROMPT_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
 MAX_PROMPTS = 100
@@ -60,11 +60,13 @@ def _members(gateway: Gateway) -> list[Issue]:
         if member in seen:
             issues.append(_issue(Code.GATEWAY_DUPLICATE, f"member '{member}' is listed twice", pointer))
         seen.add(member)
-        if SEPARATOR in member:
+        if SEPARATOR in member or member.endswith("_"):
+            # 'a_' + '__' + 'x' reads back as member 'a', tool '_x': the split must be unambiguous.
             issues.append(
                 _issue(
                     Code.GATEWAY_INVALID_NAME,
-                    f"member '{member}' contains '__', which separates a member from its tool names",
+                    f"member '{member}' contains '__' or ends with '_'; '__' separates a member from its "
+                    "tool names",
                     pointer,
                 )
             )

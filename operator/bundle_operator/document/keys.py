@@ -10,15 +10,15 @@ from bundle_operator.document.issues import Code, Issue, blocking
 from bundle_operator.document.models import Bundle
 from bundle_operator.document.pointer import join_pointer
 
-KEY_PATTERN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]*$")
+KEY_PATTERN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]*\Z")
 MAX_KEY_LENGTH = 128
 # The bundle name is the natural key on the platform (gateway bundle, trigger names) and in
 # Kubernetes labels, so it keeps to a label-safe alphabet.
-NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9._-]{0,61}[a-zA-Z0-9])?$")
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9._-]{0,61}[a-zA-Z0-9])?\Z")
 SEMVER_PATTERN = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?\Z"
 )
 
 # Section name -> entity kind, in install (dependency) order.

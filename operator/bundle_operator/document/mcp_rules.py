@@ -13,7 +13,7 @@ from bundle_operator.document.runtimes import unsupported_runtime_reason
 from bundle_operator.document.urls import url_problem
 
 # A Telegram bot token: the bot's numeric id, a colon, and the key.
-TELEGRAM_TOKEN = re.compile(r"^[0-9]{1,20}:[A-Za-z0-9_-]{1,200}$")
+TELEGRAM_TOKEN = re.compile(r"^[0-9]{1,20}:[A-Za-z0-9_-]{1,200}\Z")
 CONTEXT_SECRET_MIN = 32
 CONTEXT_SECRET_MAX = 512
 

@@ -11,7 +11,7 @@ from bundle_operator.document.pointer import join_pointer
 
 # Anything that looks like an attempt at a setup placeholder, so a typo is reported, not ignored.
 PLACEHOLDER = re.compile(r"\$\{\s*setup\.([^}]*)\}")
-_WHOLE = re.compile(r"^\$\{setup\.([a-zA-Z][a-zA-Z0-9_]*)\}$")
+_WHOLE = re.compile(r"^\$\{setup\.([a-zA-Z][a-zA-Z0-9_]*)\}\Z")
 
 
 @dataclass(frozen=True)

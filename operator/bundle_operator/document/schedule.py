@@ -21,7 +21,7 @@ _FIELDS: tuple[tuple[str, int, int, list[str]], ...] = (
     ("day of week", 0, 7, _DAYS),
 )
 # Bounded runs: a value of thousands of digits is refused here, not by int().
-_ITEM = re.compile(r"^(?P<range>\*|[0-9a-zA-Z]{1,9}(?:-[0-9a-zA-Z]{1,9})?)(?:/(?P<step>[0-9]{1,9}))?$")
+_ITEM = re.compile(r"^(?P<range>\*|[0-9a-zA-Z]{1,9}(?:-[0-9a-zA-Z]{1,9})?)(?:/(?P<step>[0-9]{1,9}))?\Z")
 
 
 def cron_problem(expression: str) -> str | None:

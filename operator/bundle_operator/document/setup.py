@@ -20,7 +20,7 @@ from bundle_operator.document.pointer import join_pointer, to_pointer
 from bundle_operator.document.urls import url_problem
 
 _BOOLEAN_WORDS = {"true": True, "false": False}
-_NUMBER = re.compile(r"^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$")
+_NUMBER = re.compile(r"^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?\Z")
 
 
 @dataclass(frozen=True)

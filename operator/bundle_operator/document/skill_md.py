@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-NAME_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+NAME_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
 _FENCE = "---"
@@ -41,6 +41,17 @@ class SkillMdError(ValueError):
         return f"line {self.line}: {self.message}" if self.line is not None else self.message
 
 
+def _first_alias(front: str) -> int | None:
+    """The 0-based line of the first anchor or alias in the front matter, if any."""
+    try:
+        for event in yaml.parse(front, Loader=_LOADER):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                return int(event.start_mark.line)
+    except yaml.YAMLError:
+        return None  # the loader below reports the syntax error with its line
+    return None
+
+
 def parse_skill_md(content: str) -> SkillMd:
     """Parse SKILL.md text; raises SkillMdError naming the line when the front matter is unusable."""
     lines = content.splitlines()
@@ -52,6 +63,11 @@ def parse_skill_md(content: str) -> SkillMd:
         raise SkillMdError("front matter is not closed by a '---' line", first + 1)
     offset = first + 1  # 0-based index of the first front-matter line
     front = "\n".join(lines[offset:end])
+    alias = _first_alias(front)
+    if alias is not None:
+        # Aliases cost nothing to parse and everything to store or serialise: a few hundred bytes
+        # can stand for gigabytes. Front matter has no use for them.
+        raise SkillMdError("front matter may not use YAML anchors or aliases", offset + alias + 1)
     try:
         data = yaml.load(front, Loader=_LOADER)  # a safe loader: the C one when present
     except yaml.YAMLError as exc:

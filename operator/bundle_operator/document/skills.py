@@ -13,7 +13,7 @@ from bundle_operator.document.source import SourceMap
 # https://github.com/<owner>/<repo>[/tree/<ref>/<path to the skill folder>]
 GITHUB_SKILL_URL = re.compile(
     r"^https://github\.com/[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}"
-    r"(?:/tree/[A-Za-z0-9._/-]+)?/?$"
+    r"(?:/tree/[A-Za-z0-9._/-]+)?/?\Z"
 )
 
 

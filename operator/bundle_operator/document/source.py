@@ -222,6 +222,15 @@ def _load_json(text: str) -> LoadedSource:
 
     try:
         data = json.loads(text, object_pairs_hook=pairs, parse_constant=no_constants)
+    except SourceError as exc:
+        if exc.line is None:
+            # The JSON decoder does not say where; the YAML reading of the same text does.
+            try:
+                _load_yaml(text)
+            except SourceError as placed:
+                if placed.line is not None and placed.message == exc.message.replace("object", "mapping"):
+                    raise SourceError(exc.message, placed.line, placed.path) from None
+        raise
     except json.JSONDecodeError as exc:
         raise _NotJson(SourceError(f"invalid JSON: {exc.msg}", exc.lineno)) from None
     except ValueError as exc:  # integers beyond Python's digit limit

@@ -38,15 +38,18 @@ _CREDENTIAL_WORDS = frozenset(
         "clientsecret",
     }
 )
+# Credential words that still say so when run together with others in one name.
+_CORE_WORDS = ("password", "passwd", "passphrase", "token", "secret", "apikey", "credential", "privatekey")
 # A "key" is a credential when it says what kind of key it is.
 _KEY_QUALIFIERS = frozenset(
     {"api", "access", "secret", "private", "signing", "client", "auth", "master", "license"}
 )
 _AUTH_VALUE = re.compile(r"^\s*(bearer|basic|token|digest|apikey|api-key)\s+\S+", re.IGNORECASE)
-_OPAQUE_SEGMENT = re.compile(r"^[A-Za-z0-9_-]{24,}$")
-_FLAG = re.compile(r"^(--?[A-Za-z][A-Za-z0-9_.-]*)(?:=(.*))?$", re.DOTALL)
-_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
-_HEADER_ARG = re.compile(r"^([A-Za-z][A-Za-z0-9-]*)\s*:\s*(.+)$", re.DOTALL)
+# Letters and digits only: a readable slug such as customer-support-assistant-v2 is not a secret.
+_OPAQUE_SEGMENT = re.compile(r"^[A-Za-z0-9]{24,}\Z")
+_FLAG = re.compile(r"^(--?[A-Za-z][A-Za-z0-9_.-]*)(?:=(.*))?\Z", re.DOTALL)
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)\Z", re.DOTALL)
+_HEADER_ARG = re.compile(r"^([A-Za-z][A-Za-z0-9-]*)\s*:\s*(.+)\Z", re.DOTALL)
 
 
 def _words(name: str) -> list[str]:
@@ -63,6 +66,9 @@ def name_looks_like_credential(name: str) -> bool:
     if any(pair in _CREDENTIAL_WORDS for pair in (a + b for a, b in itertools.pairwise(words))):
         return True
     if words == ["key"] or joined in {"apikey", "xapikey"}:
+        return True
+    # Words run together in one name: PGPASSWORD, APITOKEN, AUTHTOKEN, DBSECRET.
+    if any(core in joined for core in _CORE_WORDS):
         return True
     return any(
         word == "key" and index > 0 and words[index - 1] in _KEY_QUALIFIERS
@@ -133,6 +139,12 @@ def screen_args(args: list[str]) -> list[ArgFinding]:
             elif index + 1 < len(args) and not args[index + 1].startswith("-"):
                 skip_next = True
             continue
+        if flag is not None and flag.group(2) is not None:
+            # --url=postgres://u:p@h/db, --header=Authorization: Bearer x: judge the value itself.
+            prefix = _value_prefix(flag.group(2))
+            if prefix is not None:
+                findings.append(ArgFinding(index, flag.group(1) + "=" + prefix))
+            continue
         header = _HEADER_ARG.match(arg)
         if header is not None and (
             name_looks_like_credential(header.group(1)) or is_authorization_value(header.group(2))
@@ -140,9 +152,28 @@ def screen_args(args: list[str]) -> list[ArgFinding]:
             findings.append(ArgFinding(index, _header_prefix(arg, header.group(2))))
             continue
         assignment = _ASSIGNMENT.match(arg)
-        if assignment is not None and name_looks_like_credential(assignment.group(1)):
-            findings.append(ArgFinding(index, assignment.group(1) + "="))
+        if assignment is not None:
+            if name_looks_like_credential(assignment.group(1)):
+                findings.append(ArgFinding(index, assignment.group(1) + "="))
+            else:
+                prefix = _value_prefix(assignment.group(2))
+                if prefix is not None:
+                    findings.append(ArgFinding(index, assignment.group(1) + "=" + prefix))
     return findings
+
+
+def _value_prefix(value: str) -> str | None:
+    """For a value inside an argument: None when it holds no credential, else what to keep before it."""
+    if is_credentialed_url(value):
+        return ""
+    if is_authorization_value(value):
+        return authorization_prefix(value)
+    header = _HEADER_ARG.match(value)
+    if header is not None and (
+        name_looks_like_credential(header.group(1)) or is_authorization_value(header.group(2))
+    ):
+        return _header_prefix(value, header.group(2))
+    return None
 
 
 def _header_prefix(arg: str, value: str) -> str:

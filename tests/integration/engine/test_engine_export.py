@@ -18,6 +18,8 @@ from tests.integration.engine.harness import install, parse
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 LEAKS = [
+    "s3cr3tPassw0rd",
+    "hunter2hunter2",
     "literal-token-xyz",
     "abc123secret",
     "tok456secret",
@@ -54,10 +56,13 @@ SOURCE: dict[str, Any] = {
                 "--region",
                 "eu",
                 "Authorization: Bearer x1",
+                "--connection-string=postgresql://app:s3cr3tPassw0rd@db:5432/app",
+                "--header=Authorization: Bearer s3cr3tPassw0rd",
             ],
             "env": {
                 "API_TOKEN": "literal-token-xyz",
                 "REGION": "eu-west-1",
+                "PGPASSWORD": "hunter2hunter2",
                 "GITHUB": "${setup.gh}",
                 "CALLBACK": "https://hooks.example.com/services/Zq9x8c7v6b5n4m3l2k1j0h9g8f7",
             },
@@ -120,6 +125,8 @@ async def test_no_credential_travels(client: PlatformClient, ws: str) -> None:
         "--region",
         "eu",
         "Authorization: Bearer ${setup.tool_box_arg_8}",
+        "--connection-string=${setup.tool_box_arg_9}",
+        "--header=Authorization: Bearer ${setup.tool_box_arg_10}",
     ]
     assert tools["env"]["REGION"] == "eu-west-1"  # plain configuration travels as written
     assert tools["env"]["API_TOKEN"].startswith("${setup.")  # a credential-like name

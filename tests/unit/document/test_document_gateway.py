@@ -204,3 +204,11 @@ def test_skipped_member_warns_but_gateway_is_created(gw: dict[str, Any]) -> None
     assert action_of(preview, "gateway:gateway") == ("CREATE", None)
     assert any(i.entity == "gateway:gateway" for i in issues_with(preview, "dependency_skipped"))
     assert not preview.blocking
+
+
+def test_member_key_ending_with_underscore_is_refused(gw: dict[str, Any]) -> None:
+    # 'a_' + '__' + 'x' would read back as member 'a', tool '_x'.
+    gw["mcps"][1]["key"] = "weather_"
+    gw["gateway"]["members"][1] = "weather_"
+    gw["gateway"]["tools"][0]["member"] = "weather_"
+    assert only_issue(analyze(gw), "gateway_invalid_name").path == "/gateway/members/1"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.document.builders import analyze, issues_with, only_issue
+from tests.unit.document.builders import analyze, analyze_data, issues_with, only_issue
 
 
 @pytest.mark.parametrize("key", ["1abc", "_x", "with-dash", "has space", "ünï", ""])
@@ -82,3 +82,10 @@ def test_references_are_by_key_not_by_name(doc: dict[str, Any]) -> None:
 def test_a_reference_to_an_agent_must_not_point_at_an_mcp(doc: dict[str, Any]) -> None:
     doc["channels"][0]["agent"] = "github"
     assert only_issue(analyze(doc), "unknown_reference").path == "/channels/0/agent"
+
+
+@pytest.mark.parametrize("key", ["github\n", "gh\r\n"])
+def test_a_trailing_newline_does_not_pass_for_a_key(doc: dict[str, Any], key: str) -> None:
+    doc["mcps"][0]["key"] = key
+    doc["agents"][0]["mcps"] = [key]
+    assert only_issue(analyze_data(doc), "invalid_key").path == "/mcps/0/key"

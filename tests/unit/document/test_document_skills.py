@@ -44,6 +44,7 @@ def test_invalid_front_matter_names_skill_and_document_line() -> None:
         ("---\nname: Not Valid\ndescription: y\n---\n", 2, "lowercase"),
         ("---\nname: ok\ndescription: " + "d" * 1025 + "\n---\n", 3, "longer than 1024"),
         ("---\nname: x\ndescription: [unclosed\n---\n", 3, "not valid YAML"),
+        ("---\nname: x\ndescription: y\nmeta: &a [1, 2]\nmore: [*a, *a]\n---\n", 4, "anchors or aliases"),
     ],
 )
 def test_skill_md_rules(content: str, line: int, words: str) -> None:

@@ -125,8 +125,8 @@ def test_json_errors_name_the_line() -> None:
 
 
 def test_json_duplicate_keys_and_nan_are_refused() -> None:
-    code, message, _ = single('{"schema_version": "0.1.0", "name": "a", "name": "b"}')
-    assert (code, "'name' appears twice" in message) == ("invalid_document", True)
+    code, message, line = single('{"schema_version": "0.1.0",\n "name": "a",\n "name": "b"}')
+    assert (code, "'name' appears twice" in message, line) == ("invalid_document", True, 3)
     code, message, _ = single('{"schema_version": "0.1.0", "name": "a", "description": NaN}')
     assert (code, "NaN" in message) == ("invalid_document", True)
 

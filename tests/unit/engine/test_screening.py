@@ -31,6 +31,9 @@ from bundle_operator.engine.screening import (
         "key",
         "Cookie",
         "passwd",
+        "PGPASSWORD",
+        "APITOKEN",
+        "AUTHTOKEN",
     ],
 )
 def test_credential_names(name: str) -> None:
@@ -70,6 +73,7 @@ def test_credentialed_urls(url: str) -> None:
         "https://api.github.com/repos/acme/widgets",
         "postgresql://reader@db.internal:5432/analytics",
         "https://docs.example.com/documentationandreferencesguide",  # long but all letters
+        "https://example.com/agents/customer-support-assistant-v2/mcp",  # a readable slug
         "https://example.com/?page=2",
         "not a url",
     ],
@@ -90,6 +94,12 @@ def test_plain_urls(url: str) -> None:
         (["--port", "8080", "--region=eu"], []),
         (["--token"], []),  # a flag with no value has nothing to hide
         (["short-positional-abc123"], []),  # heuristic: an unnamed short token is exported as written
+        (["--connection-string=postgresql://app:pw@db/app"], [ArgFinding(0, "--connection-string=")]),
+        (["DATABASE_URL=postgres://app:pw@db/app"], [ArgFinding(0, "DATABASE_URL=")]),
+        (["--header=Authorization: Bearer abc"], [ArgFinding(0, "--header=Authorization: Bearer ")]),
+        (["PGPASSWORD=hunter2"], [ArgFinding(0, "PGPASSWORD=")]),
+        (["--authtoken", "tok_abc"], [ArgFinding(1, "")]),
+        (["--url=https://example.com/mcp"], []),
     ],
 )
 def test_screen_args(args: list[str], expected: list[ArgFinding]) -> None:
