@@ -46,7 +46,7 @@ def _first_alias(front: str) -> int | None:
     try:
         for event in yaml.parse(front, Loader=_LOADER):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                return int(event.start_mark.line)
+                return int(event.start_mark.line) if event.start_mark is not None else 0
     except yaml.YAMLError:
         return None  # the loader below reports the syntax error with its line
     return None
