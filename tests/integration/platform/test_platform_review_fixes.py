@@ -52,3 +52,56 @@ async def test_the_idempotency_key_route_answers_problems(platform: PlatformProc
         assert bad.status_code == 422
         assert bad.json()["code"] == "invalid_request"
         assert bad.json()["errors"][0]["field"] == "key"
+
+
+# --- 1: SKILL.md metadata is bounded and its keys are text ---------------------------------------
+
+
+def _skill_md(front: str) -> str:
+    return f"---\nname: triage\ndescription: Sort issues.\n{front}---\n# Triage\n"
+
+
+async def test_skill_metadata_with_date_and_number_keys_is_stored_as_text(
+    platform: PlatformProcess, ws: str
+) -> None:
+    front = "2024-01-01: launch\nversions:\n  2024-02-01: beta\n  3: three\n  ~: none\n"
+    async with raw(platform) as http:
+        created = await http.post(
+            f"/v1/workspaces/{ws}/skills", json={"source_type": "inline", "content": _skill_md(front)}
+        )
+    assert created.status_code == 201, created.text
+    assert created.json()["metadata"] == {
+        "2024-01-01": "launch",
+        "versions": {"2024-02-01": "beta", "3": "three", "null": "none"},
+    }
+
+
+async def test_skill_metadata_larger_than_the_limit_is_refused(platform: PlatformProcess, ws: str) -> None:
+    items = "".join(f"  - {'x' * 60}{i}\n" for i in range(1500))  # about 100 KB of metadata
+    async with raw(platform) as http:
+        refused = await http.post(
+            f"/v1/workspaces/{ws}/skills",
+            json={"source_type": "inline", "content": _skill_md(f"notes:\n{items}")},
+        )
+        assert refused.status_code == 422
+        problem = refused.json()
+        assert problem["code"] == "limit_exceeded"
+        assert problem["errors"][0]["field"] == "content"
+        listed = await http.get(f"/v1/workspaces/{ws}/skills")
+    assert listed.json()["items"] == []
+
+
+async def test_an_alias_bomb_in_skill_front_matter_is_refused_quickly(
+    platform: PlatformProcess, ws: str
+) -> None:
+    bomb = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        bomb += f"{name}: &{name} [{','.join(['*' + prev] * 9)}]\n"
+    async with raw(platform) as http:
+        refused = await http.post(
+            f"/v1/workspaces/{ws}/skills", json={"source_type": "inline", "content": _skill_md(bomb)}
+        )
+        assert refused.status_code == 422
+        assert refused.json()["code"] in ("invalid_skill_md", "limit_exceeded")
+        # The writer thread is free: the next request is answered at once.
+        assert (await http.get(f"/v1/workspaces/{ws}/skills", timeout=2.0)).status_code == 200

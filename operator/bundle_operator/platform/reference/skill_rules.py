@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -18,6 +18,71 @@ from bundle_operator.platform.reference.problems import ApiError, refused
 from bundle_operator.platform.reference.storage import Row, Tx
 
 MAX_SKILL_MD = 256 * 1024
+# Front matter metadata is stored and shown with the skill. YAML aliases let a few hundred bytes
+# stand for gigabytes once expanded, so what is stored is capped as it is built.
+MAX_METADATA = 64 * 1024
+MAX_METADATA_DEPTH = 32
+
+
+class _MetadataTooLarge(Exception):
+    """The expanded metadata passed its size or depth budget."""
+
+
+def _key_text(key: Any) -> str:
+    # YAML keys may be dates, numbers, null or booleans; JSON object keys are text.
+    if key is None:
+        return "null"
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
+
+
+def _plain(value: Any, budget: list[int], depth: int) -> Any:
+    """``value`` as JSON data, charging its size to ``budget``; raises when it runs out."""
+    if depth > MAX_METADATA_DEPTH:
+        raise _MetadataTooLarge
+    result: Any
+    if isinstance(value, dict):
+        result = {}
+        for key, item in value.items():
+            text = _key_text(key)
+            budget[0] -= len(text) + 4
+            result[text] = _plain(item, budget, depth + 1)
+    elif isinstance(value, list | tuple | set | frozenset):
+        result = [_plain(item, budget, depth + 1) for item in value]
+        budget[0] -= 2
+    elif value is None or isinstance(value, bool):
+        result = value
+        budget[0] -= 5
+    elif isinstance(value, int):
+        result = value
+        budget[0] -= len(str(value)) if abs(value) < 10**40 else MAX_METADATA
+    elif isinstance(value, float):
+        # NaN and infinities are not JSON: kept as text like other values JSON cannot carry.
+        result = value if math.isfinite(value) else str(value)
+        budget[0] -= 24
+    else:
+        # Strings, and dates, binary and other YAML values JSON cannot carry, kept as text.
+        result = value if isinstance(value, str) else str(value)
+        budget[0] -= len(result) + 2
+    if budget[0] < 0:
+        raise _MetadataTooLarge
+    return result
+
+
+def plain_metadata(metadata: dict[str, Any], field: str) -> dict[str, Any]:
+    """Front matter metadata as JSON data of bounded size; 422 naming ``field`` when too large."""
+    try:
+        plain = _plain(metadata, [MAX_METADATA], 0)
+    except (_MetadataTooLarge, RecursionError):
+        raise refused(
+            field,
+            f"the SKILL.md front matter metadata is larger than {MAX_METADATA} bytes or nested deeper"
+            f" than {MAX_METADATA_DEPTH} levels once expanded",
+            code="limit_exceeded",
+        ) from None
+    assert isinstance(plain, dict)
+    return plain
 
 
 @dataclass(frozen=True)
@@ -27,6 +92,13 @@ class SkillSource:
     source_type: str
     content: str
     source_url: str | None
+
+
+@dataclass(frozen=True)
+class PreparedSkill:
+    """A skill parsed and reduced to the bounded data to store, before its transaction."""
+
+    data: dict[str, Any]
 
 
 def raw_skill_url(source_url: str, base_url: str) -> str:
@@ -90,8 +162,7 @@ def skill_data(source: SkillSource, field: str) -> dict[str, Any]:
         parsed = parse_skill_md(source.content)
     except SkillMdError as exc:
         raise refused(field, str(exc), code="invalid_skill_md", line=exc.line) from None
-    # YAML may hold dates and other values JSON cannot carry; they are kept as text.
-    metadata = json.loads(json.dumps(parsed.metadata, default=str))
+    metadata = plain_metadata(parsed.metadata, field)
     return {
         "name": parsed.name,
         "description": parsed.description,
@@ -126,17 +197,22 @@ class SkillRules(KindRules):
                 raise refused("source_url", "an inline skill takes content, not a source_url")
             if content is None:
                 raise refused("content", "an inline skill needs content (the SKILL.md text)")
-            return SkillSource("inline", content, None)
-        if content is not None:
-            raise refused("content", "a github skill is fetched from source_url; it takes no content")
-        if url is None:
-            raise refused("source_url", "a github skill needs source_url")
-        return SkillSource("github", await fetch_skill_md(ctx, url), url)
+            source = SkillSource("inline", content, None)
+        else:
+            if content is not None:
+                raise refused("content", "a github skill is fetched from source_url; it takes no content")
+            if url is None:
+                raise refused("source_url", "a github skill needs source_url")
+            source = SkillSource("github", await fetch_skill_md(ctx, url), url)
+        # Parsed here, before the transaction: the single writer thread must never spend its time
+        # on what a request sent.
+        return PreparedSkill(
+            skill_data(source, "content" if source.source_type == "inline" else "source_url")
+        )
 
     def create(self, tx: Tx, ctx: Context, workspace: str, entity_id: str, prepared: Any) -> Stored:
-        assert isinstance(prepared, SkillSource)
-        data = skill_data(prepared, "content" if prepared.source_type == "inline" else "source_url")
-        return data, data["name"]
+        assert isinstance(prepared, PreparedSkill)
+        return dict(prepared.data), prepared.data["name"]
 
     def update(self, tx: Tx, ctx: Context, workspace: str, row: Row, prepared: Any) -> Stored:
         if prepared is None:
