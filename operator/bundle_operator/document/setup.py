@@ -30,10 +30,6 @@ class ResolvedSetup:
     values: dict[str, str]
     issues: list[Issue]
 
-    def lookup(self, key: str) -> str:
-        """The value for a key, or the empty string when it has none (an optional field left out)."""
-        return self.values.get(key, "")
-
 
 def check_declarations(bundle: Bundle) -> list[Issue]:
     """A default must fit its field's type, and a secret field takes no default."""

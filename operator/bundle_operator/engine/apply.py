@@ -368,6 +368,18 @@ async def apply(
     first = await plan(platform, workspace, parsed, setup, record, options)
     if first.inputs is None or first.preview.blocking:
         raise Blocked(first.preview)
+    nothing_to_do = (
+        not record.journal
+        and not record.leftovers
+        and not first.removals
+        and record.digest == parsed.digest
+        and all(item.action == "REUSE" for item in first.items)
+    )
+    if nothing_to_do:
+        # A re-run with nothing to write writes nothing, not even the record.
+        result = ApplyResult(first.preview, reused=[i.desired.entity for i in first.items])
+        result.calls = first.snapshot.calls
+        return result
     if record.journal and record.inflight_fingerprint != first.fingerprint:
         # A run was interrupted with other inputs: its creates cannot be replayed, so undo them.
         writer = _writer(platform, workspace, record, persist_locked, first, record.inflight_attempt or 0)

@@ -53,7 +53,6 @@ class Desired:
     key: str
     spec: dict[str, Any]
     secrets: dict[str, str] = field(default_factory=dict)
-    depends_on: list[str] = field(default_factory=list)
 
     @property
     def entity(self) -> str:
@@ -181,8 +180,7 @@ def desired_agent(agent: Agent, inputs: Inputs, ids: Mapping[str, str], skipped:
         "mcp_instance_ids": [resolve(ids, f"mcp:{m}") for m in mcps],
         "skill_ids": [resolve(ids, f"skill:{s}") for s in agent.skills],
     }
-    depends = [f"mcp:{m}" for m in mcps] + [f"skill:{s}" for s in agent.skills]
-    return Desired("agent", agent.key, spec, depends_on=depends)
+    return Desired("agent", agent.key, spec)
 
 
 def desired_channel(channel: Channel, inputs: Inputs, ids: Mapping[str, str]) -> Desired:
@@ -194,7 +192,7 @@ def desired_channel(channel: Channel, inputs: Inputs, ids: Mapping[str, str]) ->
         "agent_id": resolve(ids, f"agent:{channel.agent}"),
         "enabled": channel.enabled and inputs.activate,
     }
-    return Desired("channel", channel.key, spec, {"bot_token": token}, [f"agent:{channel.agent}"])
+    return Desired("channel", channel.key, spec, {"bot_token": token})
 
 
 def desired_automation(automation: Automation, inputs: Inputs, ids: Mapping[str, str]) -> Desired:
@@ -208,7 +206,7 @@ def desired_automation(automation: Automation, inputs: Inputs, ids: Mapping[str,
         "message": automation.message,
         "enabled": automation.enabled and inputs.activate,
     }
-    return Desired("automation", automation.key, spec, depends_on=[f"agent:{automation.agent}"])
+    return Desired("automation", automation.key, spec)
 
 
 def desired_policy(policy: Policy, ids: Mapping[str, str]) -> Desired:
@@ -218,7 +216,7 @@ def desired_policy(policy: Policy, ids: Mapping[str, str]) -> Desired:
         "agent_id": resolve(ids, f"agent:{policy.agent}"),
         "config": dict(policy.config),
     }
-    return Desired("policy", policy.key, spec, depends_on=[f"agent:{policy.agent}"])
+    return Desired("policy", policy.key, spec)
 
 
 def desired_gateway(gateway: Gateway, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
@@ -279,7 +277,7 @@ def desired_gateway(gateway: Gateway, inputs: Inputs, ids: Mapping[str, str], sk
             for r in gateway.resources
         },
     }
-    return Desired("gateway", "gateway", spec, depends_on=[f"mcp:{m}" for m in members])
+    return Desired("gateway", "gateway", spec)
 
 
 LEVELS: tuple[str, ...] = KIND_ORDER

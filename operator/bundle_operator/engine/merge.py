@@ -34,14 +34,10 @@ class OnConflict(StrEnum):
 
 @dataclass
 class MergeResult:
-    """The merged value, the conflict paths, and whether it differs from mine (a write is due)."""
+    """The merged value and the conflict paths."""
 
     merged: Any
     conflicts: list[str] = field(default_factory=list)
-
-    def changes_mine(self, mine: Any) -> bool:
-        """Whether writing ``merged`` would change the live value."""
-        return bool(self.merged != mine)
 
 
 def merge(base: Any, theirs: Any, mine: Any, on_conflict: OnConflict = OnConflict.FAIL) -> MergeResult:

@@ -3,6 +3,7 @@ into the same spec form the engine writes, so live and recorded compare field by
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +54,10 @@ class Snapshot:
 async def read_snapshot(platform: PlatformAPI, workspace: str, record: Record) -> Snapshot:
     """List every collection the record has entities in (one call per kind, pages aside)."""
     snapshot = Snapshot()
-    paths = sorted({part.path for recorded in record.entities for part in recorded.parts})
+    # Secrets are never read back (their values are write-only), so they need no list call.
+    paths = sorted(
+        {part.path for recorded in record.entities for part in recorded.parts} - {kinds.SECRETS.path}
+    )
     for path in paths:
         kind = kinds.BY_PATH.get(path)
         if kind is None:
@@ -71,12 +75,14 @@ async def read_snapshot(platform: PlatformAPI, workspace: str, record: Record) -
 
 
 async def _read_gateway(platform: PlatformAPI, workspace: str, bundle: GatewayBundle) -> dict[str, Any]:
-    members = await platform.list_members(workspace, bundle.id)
-    tools = await platform.list_tools(workspace, bundle.id)
-    member_prompts = await platform.list_member_prompts(workspace, bundle.id)
-    member_resources = await platform.list_member_resources(workspace, bundle.id)
-    prompts = await platform.list_prompts(workspace, bundle.id)
-    resources = await platform.list_resources(workspace, bundle.id)
+    members, tools, member_prompts, member_resources, prompts, resources = await asyncio.gather(
+        platform.list_members(workspace, bundle.id),
+        platform.list_tools(workspace, bundle.id),
+        platform.list_member_prompts(workspace, bundle.id),
+        platform.list_member_resources(workspace, bundle.id),
+        platform.list_prompts(workspace, bundle.id),
+        platform.list_resources(workspace, bundle.id),
+    )
     return {
         "bundle": {"name": bundle.name, "description": bundle.description, "overview": bundle.overview},
         "members": [
