@@ -545,16 +545,31 @@ async def roll_back_journal(writer: Writer) -> list[str]:
     first so an entity created behind a lost response is found and deleted too."""
     record = writer.record
     for entry in list(record.journal):
-        if entry.state == "pending" and entry.idempotency_key in writer.pending_bodies:
-            kind, body = writer.pending_bodies[entry.idempotency_key]
-            try:
-                entity = await writer.platform.create(
-                    writer.workspace, kind, body, idempotency_key=entry.idempotency_key
-                )
-                entry.id, entry.state = entity.id, "created"
-                entry.seq = record.next_seq()
-            except PlatformError:
-                pass  # refused or unreachable: nothing was created under this key that we can find
+        if entry.state != "pending":
+            continue
+        # Did the create land? Ask the platform by idempotency key: that works after a crash too,
+        # when the request body is gone with the process that built it.
+        try:
+            found = await writer.platform.find_by_idempotency_key(writer.workspace, entry.idempotency_key)
+        except PlatformError:
+            found = None
+            if entry.idempotency_key in writer.pending_bodies:
+                # Cannot ask: replay the create itself, which returns the entity if it landed.
+                kind, body = writer.pending_bodies[entry.idempotency_key]
+                try:
+                    entity = await writer.platform.create(
+                        writer.workspace, kind, body, idempotency_key=entry.idempotency_key
+                    )
+                    entry.id, entry.state = entity.id, "created"
+                    entry.seq = record.next_seq()
+                except PlatformError:
+                    pass
+            continue
+        if found is not None and found.exists:
+            entry.id, entry.state = found.id, "created"
+            entry.seq = record.next_seq()
+        else:
+            entry.state = "deleted"  # never created, or already gone: nothing to undo
     failures: list[str] = []
     for entry in sorted(record.journal, key=lambda e: -e.seq):
         if entry.state != "created" or entry.id is None:

@@ -34,9 +34,11 @@ count = 0
 
 async def persist(record):
     global count
-    Path(state).write_text(record.model_dump_json())
     count += 1
-    if count == int(crash_at):
+    if crash_at.startswith("-") and count == -int(crash_at):
+        os._exit(137)  # dies before this state reaches the disk: a create landed, its id is lost
+    Path(state).write_text(record.model_dump_json())
+    if count == int(crash_at.lstrip("-")):
         os._exit(137)
 
 async def main():
@@ -111,6 +113,21 @@ async def test_resume_after_a_crash_at_each_step(
     assert len(state_now["agents"]) == 1 and len(state_now["mcp-instances"]) == 1
     assert len(state_now["policies"]) == 2 and len(state_now["triggers"]) == 1
     assert json.loads(record.model_dump_json())["entities"]
+
+
+@pytest.mark.parametrize("crash_at", [-3, -5, -9])
+async def test_a_create_whose_id_never_reached_the_disk_is_found_by_its_key(
+    client: PlatformClient, engine_platform: PlatformProcess, tmp_path: Path, ws: str, crash_at: int
+) -> None:
+    state = tmp_path / "state.json"
+    assert crash_install(engine_platform, ws, state, crash_at) == 137
+    record = Record.model_validate_json(state.read_text())
+    assert record.journal[-1].state == "pending"  # the last create landed; the disk does not know
+    parsed, setup = example("github-triage")
+    # Other inputs: the interrupted run cannot be replayed, only rolled back.
+    result, _ = await install(client, ws, parsed, {**setup, "org": "another-org"}, record, TRIAGE)
+    assert len(result.created) == 8
+    await assert_owned_exactly(client, ws, record)
 
 
 async def test_resume_with_other_inputs_rolls_the_interrupted_run_back(
