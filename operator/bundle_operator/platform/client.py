@@ -85,6 +85,13 @@ def _seg(value: str) -> str:
     return quote(value, safe="")
 
 
+def _check_member(member: str) -> None:
+    # member__name is split at the first '__': a member name holding '__' or starting or ending
+    # with '_' would address another member's entry, so it is refused before anything is sent.
+    if not member or "__" in member or member.startswith("_") or member.endswith("_"):
+        raise ValueError(f"{member!r} cannot be a gateway member name")
+
+
 class PlatformClient:
     """Talks to one platform over HTTP; use as an async context manager or call ``aclose``."""
 
@@ -357,6 +364,7 @@ class PlatformClient:
         self, workspace: str, bundle_id: str, member: str, prompt: str, body: GatewayEntryCuration
     ) -> GatewayMemberPrompt:
         """Replace how a member's prompt shows in this bundle."""
+        _check_member(member)
         path = f"{self._gw(workspace, bundle_id)}/member-prompts/{_seg(f'{member}__{prompt}')}"
         return await self._call("PUT", path, GatewayMemberPrompt, body=encode_body(body), safe=True)
 
@@ -368,6 +376,7 @@ class PlatformClient:
         self, workspace: str, bundle_id: str, member: str, uri: str, body: GatewayEntryCuration
     ) -> GatewayMemberResource:
         """Replace how a member's resource shows in this bundle."""
+        _check_member(member)
         path = f"{self._gw(workspace, bundle_id)}/member-resources/{_seg(member_resource_id(member, uri))}"
         return await self._call("PUT", path, GatewayMemberResource, body=encode_body(body), safe=True)
 

@@ -60,7 +60,8 @@ runtimes are limited to npx, uvx, uv, python, python3, node, bunx and deno, and 
 entry is secret when its declared `type` is `secret` (a name heuristic applies only when neither
 `type` nor `secret` is given); an instance must pass secret inputs by reference; a context
 secret (32..512 characters) is allowed on url servers only and shows as `context_signing`.
-Skills are parsed from SKILL.md front matter (a bad one answers 422 naming the line); GitHub
+Skills are parsed from SKILL.md front matter (a bad one answers 422 naming the line; its
+metadata is stored with text keys and may expand to at most 64 KiB, else `422 limit_exceeded`); GitHub
 skills are fetched from `https://github.com/<owner>/<repo>/tree/<ref>/<path>` through the
 server's configured raw-content base URL. Creating a cron trigger schedules it at once: it has
 no `enabled` field on create, and an installer that wants it off disables it with a `PATCH`.
@@ -68,7 +69,9 @@ Agents are archived with `PATCH {"archived": true}`; archived agents take no new
 triggers or policies. Deleting an entity another entity still refers to answers `409 in_use`.
 
 Gateway bundles follow the MCP gateway's rules: members are ordered and their tools are
-presented as `member__tool`; an `override_name` must match `[a-zA-Z0-9_-]+` and differ from every
+presented as `member__tool`, so a member name matches `[a-zA-Z0-9_-]+`, holds no `__` and
+neither starts nor ends with `_` (one split of `member__tool` only); a bundle has at most 200
+members; an `override_name` must match `[a-zA-Z0-9_-]+` and differ from every
 other presented name (`409 presented_name_taken` naming the holder, also when adding a member
 would clash); the member order must name every member exactly once (`422`); a member whose URL
 is one of the gateway's own endpoints (`{public_url}/{name}/mcp`, however spelled) answers `409`;

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from platform_builders import bundle, instance, url_server
 from platform_harness import TOKEN, PlatformProcess
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from bundle_operator.platform.models import AgentCreate
+from bundle_operator.platform.errors import Refused
+from bundle_operator.platform.models import AgentCreate, GatewayEntryCuration, GatewayMemberPut
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -105,3 +107,50 @@ async def test_an_alias_bomb_in_skill_front_matter_is_refused_quickly(
         assert refused.json()["code"] in ("invalid_skill_md", "limit_exceeded")
         # The writer thread is free: the next request is answered at once.
         assert (await http.get(f"/v1/workspaces/{ws}/skills", timeout=2.0)).status_code == 200
+
+
+# --- 2: member names that would make member__tool split two ways --------------------------------
+
+
+@pytest.mark.parametrize("name", ["a_", "_a", "_", "a_b_"])
+async def test_member_names_starting_or_ending_with_underscore_are_refused(
+    client: PlatformClient, ws: str, name: str
+) -> None:
+    gw = await bundle(client, ws)
+    inst = await instance(client, ws, await url_server(client, ws, tools=("x", "_x")))
+    with pytest.raises(Refused) as refused:
+        await client.put_member(ws, gw.id, name, GatewayMemberPut(mcp_instance_id=inst.id))
+    assert refused.value.status == 422
+    assert refused.value.errors[0].field == "member"
+    assert "'_'" in refused.value.errors[0].message
+    assert await client.list_members(ws, gw.id) == []
+
+
+async def test_a_member_with_underscores_inside_presents_each_tool_once(
+    client: PlatformClient, ws: str
+) -> None:
+    gw = await bundle(client, ws)
+    inst = await instance(client, ws, await url_server(client, ws, tools=("x", "_x")))
+    await client.put_member(ws, gw.id, "a_b", GatewayMemberPut(mcp_instance_id=inst.id))
+    tools = await client.list_tools(ws, gw.id)
+    assert [(t.member, t.tool, t.presented_name) for t in tools] == [
+        ("a_b", "x", "a_b__x"),
+        ("a_b", "_x", "a_b___x"),
+    ]
+    with pytest.raises(ValueError):
+        await client.put_member_prompt(ws, gw.id, "a_", "x", GatewayEntryCuration())
+
+
+async def test_a_bundle_holds_at_most_200_members_so_an_order_can_name_them_all(
+    client: PlatformClient, ws: str
+) -> None:
+    gw = await bundle(client, ws)
+    inst = await instance(client, ws, await url_server(client, ws, tools=("x",)))
+    names = [f"m{i}" for i in range(200)]
+    for name in names:
+        await client.put_member(ws, gw.id, name, GatewayMemberPut(mcp_instance_id=inst.id))
+    with pytest.raises(Refused) as full:
+        await client.put_member(ws, gw.id, "one-more", GatewayMemberPut(mcp_instance_id=inst.id))
+    assert full.value.code == "limit_exceeded"
+    reordered = await client.order_members(ws, gw.id, list(reversed(names)))
+    assert [m.name for m in reordered] == list(reversed(names))

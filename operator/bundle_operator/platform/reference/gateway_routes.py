@@ -135,8 +135,9 @@ def check_presented_names(tx: Tx, ws: str, bundle: Row, changed: Callable[[dict[
     for view in views:
         if not changed(view):
             continue
+        mine = (view["member"], view["tool"])
         for other in views:
-            if other["id"] != view["id"] and other["presented_name"] == view["presented_name"]:
+            if (other["member"], other["tool"]) != mine and other["presented_name"] == view["presented_name"]:
                 field = "override_name" if view["override_name"] else "member"
                 raise conflict(
                     "presented_name_taken",
@@ -261,6 +262,8 @@ class GatewayRoutes:
             data = {"mcp_instance_id": body.mcp_instance_id, "enabled": body.enabled}
             if existing is None:
                 positions = [m.data["position"] for m in _members(tx, bundle)]
+                if len(positions) >= rules.MAX_MEMBERS:
+                    raise rules.limit("member", f"a bundle holds at most {rules.MAX_MEMBERS} members")
                 data["position"] = max(positions, default=-1) + 1
                 tx.insert(ws, rules.MEMBER, new_id(_ENTRY_PREFIX), data, name=name, parent=bundle.id)
             else:

@@ -24,10 +24,12 @@ MAX_PROMPT_TEXT = 64 * 1024
 MAX_RESOURCE = 256 * 1024
 MAX_RESOURCES_TOTAL = 4 * 1024 * 1024
 MAX_MEMBER_NAME = 64
+# The member order request names every member and takes at most this many names.
+MAX_MEMBERS = 200
 
 SEPARATOR = "__"
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
-_MEMBER_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
+_MEMBER_NAME = re.compile(r"[a-zA-Z0-9_-]+")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -75,12 +77,23 @@ def check_not_self(ctx: Context, url: str, field: str) -> None:
         )
 
 
-def check_member_name(name: str) -> None:
-    """Member names prefix presented names, so they are plain and never contain '__'."""
-    if not _MEMBER_NAME.match(name) or len(name) > MAX_MEMBER_NAME:
-        raise refused("member", f"must match [a-zA-Z0-9_-]+ and be at most {MAX_MEMBER_NAME} characters")
+def member_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a member name, or None when it can."""
+    if not _MEMBER_NAME.fullmatch(name) or len(name) > MAX_MEMBER_NAME:
+        return f"must match [a-zA-Z0-9_-]+ and be at most {MAX_MEMBER_NAME} characters"
     if SEPARATOR in name:
-        raise refused("member", "must not contain '__', which separates the member from the tool")
+        return "must not contain '__', which separates the member from the tool"
+    if name.startswith("_") or name.endswith("_"):
+        # 'a_' + '__' + 'x' would read as 'a' + '__' + '_x': member__tool must split one way only.
+        return "must not start or end with '_', so that member__tool splits one way only"
+    return None
+
+
+def check_member_name(name: str) -> None:
+    """Member names prefix presented names, so ``member__tool`` must split back unambiguously."""
+    problem = member_name_problem(name)
+    if problem is not None:
+        raise refused("member", problem)
 
 
 def split_entry_id(entry_id: str) -> tuple[str, str] | None:
