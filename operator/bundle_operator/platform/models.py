@@ -481,6 +481,10 @@ class GatewayTool(ApiModel):
     override_annotations: dict[str, Any] | None
     definition: CatalogTool | None
     stale: bool
+    # The tool whose override holds this tool's member__tool name since discovery added it.
+    shadowed_by: str | None = None
+    # Whether the gateway serves the tool now: enabled, member enabled, not stale, not shadowed.
+    served: bool = True
 
 
 class GatewayEntryCuration(ApiModel):

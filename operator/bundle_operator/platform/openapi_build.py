@@ -84,7 +84,11 @@ Discovery on the reference platform: it has no upstream MCP servers to ask, so w
 offers is the `catalog` (tools, prompts, resources) declared on the member instance's server
 spec. Changing the catalog with a `PATCH` stands in for a new discovery. Curation may be stored
 for a tool, prompt or resource the catalog does not list; it is shown with `stale: true`, is not
-served, and is kept for when the entry comes back.
+served, and is kept for when the entry comes back. Discovery cannot be refused: when a catalog
+change adds a tool whose `member__tool` name an override already holds, the override keeps the
+name and the new tool is listed with `served: false` and `shadowed_by` naming the holder; it is
+left out of name checks until the override lets go. `served` is false too for a disabled, stale
+or disabled-member tool.
 """
 
 

@@ -10,8 +10,16 @@ from platform_harness import TOKEN, PlatformProcess
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from bundle_operator.platform.errors import Refused
-from bundle_operator.platform.models import AgentCreate, GatewayEntryCuration, GatewayMemberPut
+from bundle_operator.platform.errors import Conflict, Refused
+from bundle_operator.platform.models import (
+    AgentCreate,
+    Catalog,
+    CatalogTool,
+    GatewayEntryCuration,
+    GatewayMemberPut,
+    GatewayToolCuration,
+    McpServerUpdate,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -154,3 +162,56 @@ async def test_a_bundle_holds_at_most_200_members_so_an_order_can_name_them_all(
     assert full.value.code == "limit_exceeded"
     reordered = await client.order_members(ws, gw.id, list(reversed(names)))
     assert [m.name for m in reordered] == list(reversed(names))
+
+
+# --- 3: a tool discovery adds under a name an override holds -------------------------------------
+
+
+async def test_discovery_under_an_overridden_name_leaves_the_override_serving(
+    client: PlatformClient, ws: str
+) -> None:
+    gw = await bundle(client, ws)
+    weather = await url_server(client, ws, name="weather", tools=("forecast",))
+    notes = await url_server(client, ws, name="notes", url="https://notes.example.com/mcp", tools=("list",))
+    await client.put_member(
+        ws, gw.id, "weather", GatewayMemberPut(mcp_instance_id=(await instance(client, ws, weather)).id)
+    )
+    await client.put_member(
+        ws, gw.id, "notes", GatewayMemberPut(mcp_instance_id=(await instance(client, ws, notes)).id)
+    )
+    await client.put_tool(ws, gw.id, "weather__forecast", GatewayToolCuration(override_name="notes__search"))
+
+    # Discovery: the notes upstream now lists a 'search' tool, whose prefixed name is held.
+    catalog = Catalog(tools=[CatalogTool(name="list"), CatalogTool(name="search")])
+    await client.update(ws, kinds.MCP_SERVERS, notes.id, McpServerUpdate(catalog=catalog), revision=1)
+    tools = {t.id: t for t in await client.list_tools(ws, gw.id)}
+    assert tools["weather__forecast"].presented_name == "notes__search"
+    assert tools["weather__forecast"].served is True
+    assert tools["notes__search"].served is False
+    assert tools["notes__search"].shadowed_by == "weather__forecast"
+    assert tools["notes__list"].served is True
+
+    # Saving the override holder again, curating the shadowed tool and disabling its member all work.
+    again = await client.put_tool(
+        ws, gw.id, "weather__forecast", GatewayToolCuration(override_name="notes__search")
+    )
+    assert again.presented_name == "notes__search"
+    hidden = await client.put_tool(ws, gw.id, "notes__search", GatewayToolCuration(enabled=False))
+    assert hidden.served is False
+    notes_instance = next(m for m in await client.list_members(ws, gw.id) if m.name == "notes")
+    disabled = await client.put_member(
+        ws, gw.id, "notes", GatewayMemberPut(mcp_instance_id=notes_instance.mcp_instance_id, enabled=False)
+    )
+    assert disabled.enabled is False
+
+    # Another tool still cannot take the held name, and the shadowed tool cannot take a held one.
+    with pytest.raises(Conflict) as taken:
+        await client.put_tool(ws, gw.id, "notes__list", GatewayToolCuration(override_name="notes__search"))
+    assert taken.value.holders == ["weather__forecast"]
+    with pytest.raises(Conflict):
+        await client.put_tool(ws, gw.id, "notes__search", GatewayToolCuration(override_name="notes__list"))
+    # Once the override lets go of the name, the discovered tool is served under it.
+    await client.put_tool(ws, gw.id, "weather__forecast", GatewayToolCuration())
+    tools = {t.id: t for t in await client.list_tools(ws, gw.id)}
+    assert tools["notes__search"].shadowed_by is None
+    assert tools["notes__search"].presented_name == "notes__search"

@@ -124,25 +124,58 @@ def tool_views(tx: Tx, ws: str, bundle: Row) -> list[dict[str, Any]]:
                     "override_annotations": curation.get("override_annotations"),
                     "definition": offered.get(tool),
                     "stale": tool not in offered,
+                    "shadowed_by": None,
                 }
             )
+    # Seed 002: discovery cannot be refused, so when an upstream adds a tool whose prefixed name
+    # an override already holds, the override keeps the name and the new tool is not served.
+    held = {v["override_name"]: v["id"] for v in views if v["override_name"]}
+    for view in views:
+        holder = held.get(view["id"])
+        if view["override_name"] is None and holder is not None and holder != view["id"]:
+            view["shadowed_by"] = holder
+    for view in views:
+        view["served"] = (
+            view["enabled"] and view["member_enabled"] and not view["stale"] and view["shadowed_by"] is None
+        )
     return views
 
 
-def check_presented_names(tx: Tx, ws: str, bundle: Row, changed: Callable[[dict[str, Any]], bool]) -> None:
-    """409 when a changed tool's presented name is also presented by another tool of the bundle."""
-    views = tool_views(tx, ws, bundle)
+def shadowed(tx: Tx, ws: str, bundle: Row) -> set[tuple[str, str]]:
+    """(member, tool) of the tools an override keeps from being served, as the bundle stands."""
+    return {(v["member"], v["tool"]) for v in tool_views(tx, ws, bundle) if v["shadowed_by"]}
+
+
+def check_presented_names(
+    tx: Tx,
+    ws: str,
+    bundle: Row,
+    changed: Callable[[dict[str, Any]], bool],
+    already_shadowed: set[tuple[str, str]],
+) -> None:
+    """409 when a changed tool's presented name is also presented by another tool of the bundle.
+
+    Tools that discovery had already put under an override's name (``already_shadowed``) are left
+    out: they are not served, and saving the override holder or their member again must work.
+    """
+    views = [
+        v
+        for v in tool_views(tx, ws, bundle)
+        if not (v["shadowed_by"] and (v["member"], v["tool"]) in already_shadowed)
+    ]
     for view in views:
         if not changed(view):
             continue
         mine = (view["member"], view["tool"])
         for other in views:
             if (other["member"], other["tool"]) != mine and other["presented_name"] == view["presented_name"]:
+                # An override holds its name against a tool that was about to take it.
+                holder = view["shadowed_by"] or other["id"]
                 field = "override_name" if view["override_name"] else "member"
                 raise conflict(
                     "presented_name_taken",
-                    f"the presented name '{view['presented_name']}' is held by the tool {other['id']}",
-                    holders=[other["id"]],
+                    f"the presented name '{view['presented_name']}' is held by the tool {holder}",
+                    holders=[holder],
                     field=field,
                 )
 
@@ -259,6 +292,7 @@ class GatewayRoutes:
             if url is not None:
                 rules.check_not_self(ctx, url, "mcp_instance_id")
             existing = tx.entry(bundle.id, rules.MEMBER, name)
+            before = shadowed(tx, ws, bundle)
             data = {"mcp_instance_id": body.mcp_instance_id, "enabled": body.enabled}
             if existing is None:
                 positions = [m.data["position"] for m in _members(tx, bundle)]
@@ -268,7 +302,7 @@ class GatewayRoutes:
                 tx.insert(ws, rules.MEMBER, new_id(_ENTRY_PREFIX), data, name=name, parent=bundle.id)
             else:
                 tx.update(existing, existing.data | data)
-            check_presented_names(tx, ws, bundle, lambda view: view["member"] == name)
+            check_presented_names(tx, ws, bundle, lambda view: view["member"] == name, before)
             return _member_view(tx, ws, _member(tx, bundle, name))
 
         return json_response(await ctx.store.transact(apply))
@@ -357,8 +391,9 @@ class GatewayRoutes:
             bundle = _bundle(tx, ws, bundle_id)
             _member(tx, bundle, member_name)
             data = body.model_dump(mode="json") | {"member": member_name, "tool": tool}
+            before = shadowed(tx, ws, bundle)
             _put_entry(tx, bundle, rules.TOOL, tool_id, data)
-            check_presented_names(tx, ws, bundle, lambda view: view["id"] == tool_id)
+            check_presented_names(tx, ws, bundle, lambda view: view["id"] == tool_id, before)
             return next(v for v in tool_views(tx, ws, bundle) if v["id"] == tool_id)
 
         return json_response(await ctx.store.transact(apply))
