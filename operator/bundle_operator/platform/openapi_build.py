@@ -51,8 +51,9 @@ Conventions:
   as `cursor`; `next_cursor` is null on the last page.
 - Secret values are write-only: secrets, bot tokens, context secrets go in and never come out.
   Configuration values that are secret are passed as `{"secret_id": ...}` references. An
-  endpoint's API key is shown only in the answer to its create (and replays of it) and by
-  `POST .../api-key`, which issues a new one.
+  endpoint's API key is shown only in the answer to its create (and replays of it, until a new
+  key is issued) and by `POST .../api-key`, which issues a new one.
+- Idempotency keys are remembered for 24 hours; after that the same key creates anew.
 - With a token configured, every route but `/healthz` needs `Authorization: Bearer <token>`.
 
 Platform rules the reference platform enforces: MCP server specs are checked per type, command

@@ -215,3 +215,29 @@ async def test_discovery_under_an_overridden_name_leaves_the_override_serving(
     tools = {t.id: t for t in await client.list_tools(ws, gw.id)}
     assert tools["notes__search"].shadowed_by is None
     assert tools["notes__search"].presented_name == "notes__search"
+
+
+# --- 4: a replayed endpoint create never shows a key issued since ---------------------------------
+
+
+async def test_a_replay_after_rotation_returns_the_endpoint_without_its_key(
+    platform: PlatformProcess, ws: str
+) -> None:
+    async with raw(platform) as http:
+        base = f"/v1/workspaces/{ws}"
+        gw = (await http.post(f"{base}/gateway-bundles", json={"name": "assistant"})).json()
+        body = {"name": f"ep-{ws}", "gateway_bundle_id": gw["id"]}
+        headers = {"Idempotency-Key": "create-endpoint"}
+        first = await http.post(f"{base}/endpoints", json=body, headers=headers)
+        assert first.status_code == 201 and first.json()["api_key"].startswith("bok_")
+        replay = await http.post(f"{base}/endpoints", json=body, headers=headers)
+        assert replay.status_code == 200 and replay.json()["api_key"] == first.json()["api_key"]
+
+        rotated = await http.post(f"{base}/endpoints/{first.json()['id']}/api-key")
+        assert rotated.status_code == 200
+        after = await http.post(f"{base}/endpoints", json=body, headers=headers)
+        assert after.status_code == 200
+        assert after.headers["Idempotent-Replayed"] == "true"
+        assert after.json()["id"] == first.json()["id"]
+        assert "api_key" not in after.json()
+        assert after.json()["revision"] == first.json()["revision"]

@@ -13,6 +13,8 @@ from bundle_operator.platform.reference.problems import conflict
 from bundle_operator.platform.reference.storage import Row, Tx
 
 API_KEY_PURPOSE = "api_key"
+# Set on an endpoint once its key was issued again: replays of its create then show no key.
+KEY_ROTATED = "_api_key_rotated"
 
 
 def check_bundle_name_free(tx: Tx, workspace: str, name: str, field: str = "name") -> None:
@@ -85,7 +87,8 @@ class EndpointRules(KindRules):
 
     def render(self, tx: Tx, ctx: Context, row: Row, *, issued: bool) -> dict[str, Any]:
         body = row.public() | {"url": endpoint_url(ctx, row.data["name"])}
-        if issued and row.data["auth_mode"] == "ApiKey":
-            # The create answer (and a replay of it under the same Idempotency-Key) carries the key.
+        if issued and row.data["auth_mode"] == "ApiKey" and not row.data.get(KEY_ROTATED):
+            # The create answer (and a replay of it under the same Idempotency-Key) carries the key,
+            # until a new key is issued: an old Idempotency-Key must not read the current key.
             body["api_key"] = tx.secret(owned_secret_key(row.id, API_KEY_PURPOSE))
         return body

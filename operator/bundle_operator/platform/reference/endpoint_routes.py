@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from bundle_operator.platform import kinds
-from bundle_operator.platform.reference.bundle_rules import API_KEY_PURPOSE, new_api_key
+from bundle_operator.platform.reference.bundle_rules import API_KEY_PURPOSE, KEY_ROTATED, new_api_key
 from bundle_operator.platform.reference.http import context, json_response, workspace
 from bundle_operator.platform.reference.kind_rules import owned_secret_key
 from bundle_operator.platform.reference.problems import ApiError, not_found
@@ -27,6 +27,7 @@ async def issue_api_key(request: web.Request) -> web.Response:
             )
         key = new_api_key()
         tx.put_secret(owned_secret_key(row.id, API_KEY_PURPOSE), key)
+        tx.set_hidden(row, KEY_ROTATED, True)
         return key
 
     return json_response({"api_key": await ctx.store.transact(apply)})

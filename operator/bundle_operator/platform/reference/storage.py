@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,6 +53,9 @@ CREATE TABLE IF NOT EXISTS secret_values (
 """
 
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+# How long a create's Idempotency-Key is remembered. A retry or crash recovery happens within
+# minutes; keeping keys for ever would grow the table without bound.
+IDEMPOTENCY_TTL = timedelta(hours=24)
 
 
 def new_id(prefix: str) -> str:
@@ -66,9 +69,9 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{clock}{rand}"
 
 
-def now_iso() -> str:
-    """The current time as RFC 3339 in UTC."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+def now_iso(ago: timedelta = timedelta(0)) -> str:
+    """The current time (less ``ago``) as RFC 3339 in UTC; these texts sort in time order."""
+    return (datetime.now(UTC) - ago).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -253,25 +256,38 @@ class Tx:
             ).fetchone()
         return _row(found) if found else None
 
+    def set_hidden(self, row: Row, field: str, value: Any) -> None:
+        """Set a hidden ('_') data field without a new revision: nothing a client sees changes."""
+        assert field.startswith("_")
+        self._conn.execute(
+            "UPDATE entities SET data = json_set(data, ?, json(?)) WHERE id = ?",
+            (f"$.{field}", json.dumps(value), row.id),
+        )
+
     def idempotent(self, workspace: str, kind: str, key: str) -> tuple[str, str] | None:
-        """(fingerprint, entity id) recorded for an idempotency key, or None."""
+        """(fingerprint, entity id) recorded for an idempotency key in the last day, or None."""
         found = self._conn.execute(
-            "SELECT fingerprint, entity_id FROM idempotency WHERE workspace = ? AND kind = ? AND key = ?",
-            (workspace, kind, key),
+            "SELECT fingerprint, entity_id FROM idempotency"
+            " WHERE workspace = ? AND kind = ? AND key = ? AND created_at >= ?",
+            (workspace, kind, key, now_iso(IDEMPOTENCY_TTL)),
         ).fetchone()
         return (found[0], found[1]) if found else None
 
     def idempotency_record(self, workspace: str, key: str) -> tuple[str, str] | None:
         """(kind, entity id) of the latest create recorded under ``key`` in a workspace, or None."""
         found = self._conn.execute(
-            "SELECT kind, entity_id FROM idempotency WHERE workspace = ? AND key = ?"
+            "SELECT kind, entity_id FROM idempotency WHERE workspace = ? AND key = ? AND created_at >= ?"
             " ORDER BY created_at DESC, rowid DESC LIMIT 1",
-            (workspace, key),
+            (workspace, key, now_iso(IDEMPOTENCY_TTL)),
         ).fetchone()
         return (found[0], found[1]) if found else None
 
     def remember(self, workspace: str, kind: str, key: str, fingerprint: str, entity_id: str) -> None:
-        """Record which entity an idempotency key created."""
+        """Record which entity an idempotency key created, forgetting the workspace's expired keys."""
+        self._conn.execute(
+            "DELETE FROM idempotency WHERE workspace = ? AND created_at < ?",
+            (workspace, now_iso(IDEMPOTENCY_TTL)),
+        )
         self._conn.execute(
             "INSERT INTO idempotency (workspace, kind, key, fingerprint, entity_id, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
