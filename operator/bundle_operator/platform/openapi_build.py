@@ -75,7 +75,9 @@ neither starts nor ends with `_` (one split of `member__tool` only); a bundle ha
 members; an `override_name` must match `[a-zA-Z0-9_-]+` and differ from every
 other presented name (`409 presented_name_taken` naming the holder, also when adding a member
 would clash); the member order must name every member exactly once (`422`); a member whose URL
-is one of the gateway's own endpoints (`{public_url}/{name}/mcp`, however spelled) answers `409`;
+is one of the gateway's own endpoints (`{public_url}/{name}/mcp`, however spelled: case, ports,
+percent-escapes, dot segments, loopback host spellings; a URL kept in a secret is resolved, and
+an instance URL cleared to fall back to its server's is checked on that) answers `409`;
 a bundle holds at most 100 prompts and 200 resources, a prompt at most 64 KiB of message text, a
 resource at most 256 KiB and all resources together at most 4 MiB; prompt names have no `__`,
 placeholders `{{arg}}` must name declared arguments, embedded resources must exist and cannot

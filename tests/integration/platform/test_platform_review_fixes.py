@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from platform_builders import bundle, instance, url_server
+from platform_builders import bundle, instance, key, secret, url_server
 from platform_harness import TOKEN, PlatformProcess
+from pydantic import SecretStr
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -18,7 +19,11 @@ from bundle_operator.platform.models import (
     GatewayEntryCuration,
     GatewayMemberPut,
     GatewayToolCuration,
+    McpInstanceCreate,
+    McpInstanceUpdate,
     McpServerUpdate,
+    SecretRef,
+    SecretUpdate,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -241,3 +246,77 @@ async def test_a_replay_after_rotation_returns_the_endpoint_without_its_key(
         assert after.json()["id"] == first.json()["id"]
         assert "api_key" not in after.json()
         assert after.json()["revision"] == first.json()["revision"]
+
+
+# --- 5: a member must not reach the gateway through a fallback, a secret or dot segments ---------
+
+
+async def test_clearing_an_instance_url_back_to_a_gateway_server_url_is_refused(
+    client: PlatformClient, ws: str, platform: PlatformProcess
+) -> None:
+    gw = await bundle(client, ws)
+    spec = await url_server(client, ws, url=platform.url + "/mcp/other/mcp")
+    inst = await client.create(
+        ws,
+        kinds.MCP_INSTANCES,
+        McpInstanceCreate(server_id=spec.id, name="w", endpoint_url="https://weather.example.com/mcp"),
+        idempotency_key=key(),
+    )
+    await client.put_member(ws, gw.id, "weather", GatewayMemberPut(mcp_instance_id=inst.id))
+    with pytest.raises(Conflict) as refused:
+        await client.update(
+            ws, kinds.MCP_INSTANCES, inst.id, McpInstanceUpdate(endpoint_url=None), revision=1
+        )
+    assert refused.value.code == "gateway_self_reference"
+    assert (
+        await client.get(ws, kinds.MCP_INSTANCES, inst.id)
+    ).endpoint_url == "https://weather.example.com/mcp"
+
+
+async def test_a_secret_member_url_is_resolved_before_it_is_checked(
+    client: PlatformClient, ws: str, platform: PlatformProcess
+) -> None:
+    gw = await bundle(client, ws)
+    spec = await url_server(client, ws)
+    loop = await secret(client, ws, value=platform.url + "/mcp/x/mcp", name="loop")
+    looping = await client.create(
+        ws,
+        kinds.MCP_INSTANCES,
+        McpInstanceCreate(server_id=spec.id, name="loop", endpoint_url=SecretRef(secret_id=loop.id)),
+        idempotency_key=key(),
+    )
+    with pytest.raises(Conflict) as refused:
+        await client.put_member(ws, gw.id, "loop", GatewayMemberPut(mcp_instance_id=looping.id))
+    assert refused.value.code == "gateway_self_reference"
+
+    # A secret already serving as a member's URL cannot be changed into the gateway's URL.
+    fine = await secret(client, ws, value="https://weather.example.com/mcp", name="fine")
+    member = await client.create(
+        ws,
+        kinds.MCP_INSTANCES,
+        McpInstanceCreate(server_id=spec.id, name="fine", endpoint_url=SecretRef(secret_id=fine.id)),
+        idempotency_key=key(),
+    )
+    await client.put_member(ws, gw.id, "weather", GatewayMemberPut(mcp_instance_id=member.id))
+    with pytest.raises(Conflict) as patched:
+        await client.update(
+            ws,
+            kinds.SECRETS,
+            fine.id,
+            SecretUpdate(value=SecretStr(platform.url.replace("127.0.0.1", "localhost") + "/mcp/x/mcp")),
+            revision=1,
+        )
+    assert patched.value.code == "gateway_self_reference"
+    assert patched.value.errors[0].field == "value"
+
+
+@pytest.mark.parametrize("suffix", ["/mcp/x/./mcp", "/mcp/a/../x/mcp", "/mcp/x/mcp/.", "/mcp/%2e/x/mcp"])
+async def test_dot_segments_do_not_hide_the_gateway(
+    client: PlatformClient, ws: str, platform: PlatformProcess, suffix: str
+) -> None:
+    gw = await bundle(client, ws)
+    inst = await instance(client, ws, await url_server(client, ws, url=platform.url + suffix))
+    with pytest.raises(Conflict) as refused:
+        await client.put_member(ws, gw.id, "loop", GatewayMemberPut(mcp_instance_id=inst.id))
+    assert refused.value.code == "gateway_self_reference"
+    assert await client.list_members(ws, gw.id) == []

@@ -39,7 +39,7 @@ from bundle_operator.platform.reference.http import (
     workspace,
 )
 from bundle_operator.platform.reference.kind_rules import require_ref
-from bundle_operator.platform.reference.mcp_rules import instance_url
+from bundle_operator.platform.reference.mcp_rules import instance_url, target_url
 from bundle_operator.platform.reference.problems import conflict, not_found, refused
 from bundle_operator.platform.reference.storage import Row, Tx, new_id
 
@@ -288,7 +288,7 @@ class GatewayRoutes:
             instance = require_ref(
                 tx, ws, kinds.MCP_INSTANCES.path, body.mcp_instance_id, "mcp_instance_id", "MCP instance"
             )
-            url = instance_url(tx, ws, instance)
+            url = target_url(tx, ws, instance.data)
             if url is not None:
                 rules.check_not_self(ctx, url, "mcp_instance_id")
             existing = tx.entry(bundle.id, rules.MEMBER, name)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import socket
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -41,6 +43,36 @@ class _Place:
     segments: tuple[str, ...]
 
 
+def remove_dot_segments(segments: list[str]) -> list[str]:
+    """RFC 3986 section 5.2.4 on a path split at '/': '.' goes, '..' drops the segment before it."""
+    out: list[str] = []
+    for segment in segments:
+        if segment == "..":
+            if out:
+                out.pop()
+        elif segment != ".":
+            out.append(segment)
+    return out
+
+
+def _host(hostname: str) -> str:
+    """One spelling per host: loopback names and addresses are all the same machine."""
+    host = hostname.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return "loopback"
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            # Legacy IPv4 spellings a resolver still accepts: 2130706433, 127.1, 0x7f.0.0.1.
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return "loopback" if address.is_loopback else str(address)
+
+
 def _place(url: str) -> _Place | None:
     try:
         parts = urlsplit(url.strip())
@@ -50,9 +82,9 @@ def _place(url: str) -> _Place | None:
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
         return None
-    # Percent-escapes, doubled and trailing slashes are other spellings of the same path.
-    segments = tuple(s for s in unquote(parts.path).split("/") if s)
-    return _Place(scheme, parts.hostname.lower().rstrip("."), port or _DEFAULT_PORTS[scheme], segments)
+    # Percent-escapes, dot segments, doubled and trailing slashes are other spellings of the path.
+    segments = tuple(remove_dot_segments([s for s in unquote(parts.path).split("/") if s]))
+    return _Place(scheme, _host(parts.hostname), port or _DEFAULT_PORTS[scheme], segments)
 
 
 def is_gateway_endpoint(url: str, public_url: str) -> bool:

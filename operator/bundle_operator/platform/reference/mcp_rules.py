@@ -280,8 +280,12 @@ class McpInstanceRules(KindRules):
         except ValidationError as exc:
             raise from_validation(exc) from None
         data = validate_instance(tx, ctx, workspace, row.id, body, row)
-        if isinstance(data["endpoint_url"], str) and tx.holders(workspace, (gateway_rules.MEMBER,), row.id):
-            gateway_rules.check_not_self(ctx, data["endpoint_url"], "endpoint_url")
+        if tx.holders(workspace, (gateway_rules.MEMBER,), row.id):
+            # Checked on where the change leads, not on what was sent: null falls back to the
+            # server's URL, and a secret reference hides a URL until it is resolved.
+            url = target_url(tx, workspace, data)
+            if url is not None:
+                gateway_rules.check_not_self(ctx, url, "endpoint_url")
         return data, data["name"]
 
     def after_delete(self, tx: Tx, ctx: Context, workspace: str, row: Row) -> None:
@@ -296,6 +300,20 @@ def instance_url(tx: Tx, workspace: str, instance: Row) -> str | None:
     if own is not None:
         return None
     server = tx.get(workspace, kinds.MCP_SERVERS.path, instance.data["server_id"])
+    if server is None or server.data["type"] != "url":
+        return None
+    url = server.data.get("endpoint_url")
+    return url if isinstance(url, str) else None
+
+
+def target_url(tx: Tx, workspace: str, data: dict[str, Any]) -> str | None:
+    """The URL a gateway member calls for an instance's ``data``, secret references resolved."""
+    own = data.get("endpoint_url")
+    if isinstance(own, str):
+        return own
+    if isinstance(own, dict):
+        return tx.secret(str(own.get("secret_id")))
+    server = tx.get(workspace, kinds.MCP_SERVERS.path, data["server_id"])
     if server is None or server.data["type"] != "url":
         return None
     url = server.data.get("endpoint_url")

@@ -6,6 +6,7 @@ from typing import Any
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.models import SecretCreate, SecretUpdate
+from bundle_operator.platform.reference import gateway_rules
 from bundle_operator.platform.reference.context import Context
 from bundle_operator.platform.reference.kind_rules import KindRules, Stored, require_ref
 from bundle_operator.platform.reference.problems import refused
@@ -38,6 +39,15 @@ def secret_value(tx: Tx, workspace: str, secret_id: str, field: str) -> str:
     return value
 
 
+def _check_member_urls(tx: Tx, ctx: Context, workspace: str, secret: Row, value: str) -> None:
+    """Refuse a new value that would make a gateway member whose URL is this secret call the gateway."""
+    for instance in tx.holders(workspace, (kinds.MCP_INSTANCES.path,), secret.id):
+        if instance.data.get("endpoint_url") != {"secret_id": secret.id}:
+            continue
+        if tx.holders(workspace, (gateway_rules.MEMBER,), instance.id):
+            gateway_rules.check_not_self(ctx, value, "value")
+
+
 class SecretRules(KindRules):
     """Secrets: the value goes to ``secret_values``; only id and name are ever shown."""
 
@@ -59,7 +69,9 @@ class SecretRules(KindRules):
         if "value" in prepared.model_fields_set:
             if prepared.value is None:
                 raise refused("value", "must not be null")
-            tx.put_secret(row.id, prepared.value.get_secret_value())
+            value = prepared.value.get_secret_value()
+            _check_member_urls(tx, ctx, workspace, row, value)
+            tx.put_secret(row.id, value)
         return data, data["name"]
 
     def render(self, tx: Tx, ctx: Context, row: Row, *, issued: bool) -> dict[str, Any]:
