@@ -156,6 +156,8 @@ class PlatformClient:
         all_headers = dict(headers or {})
         if body is not None:
             all_headers["Content-Type"] = "application/json"
+        # Whether an earlier attempt may have been carried out although its answer was lost.
+        maybe_done = False
         for attempt in range(self._retry.attempts):
             last = attempt == self._retry.attempts - 1
             try:
@@ -174,10 +176,15 @@ class PlatformClient:
                     code="transport_error",
                 )
                 retryable = safe
+                maybe_done = True
             else:
                 if response.status_code < 400:
                     return response
+                if response.status_code == 404 and method == "DELETE" and maybe_done:
+                    # The earlier attempt deleted it and its answer was lost: the delete is done.
+                    return response
                 error = problem_error(response)
+                maybe_done = maybe_done or response.status_code >= 500
                 retryable = response.status_code == 429 or (response.status_code >= 500 and safe)
             if last or not retryable:
                 raise error
@@ -280,7 +287,10 @@ class PlatformClient:
     async def delete(
         self, workspace: str, kind: Kind[Any, Any, Any], entity_id: str, *, revision: int | None = None
     ) -> None:
-        """Delete an entity (only at ``revision`` when given); NotFound when it is already gone."""
+        """Delete an entity (only at ``revision`` when given); NotFound when it was already gone.
+
+        A repeat after a lost answer that finds the entity gone counts as success.
+        """
         headers = {"If-Match": f'"{revision}"'} if revision is not None else None
         await self.request(
             "DELETE", f"{self._ws(workspace)}/{kind.path}/{_seg(entity_id)}", headers=headers, safe=True

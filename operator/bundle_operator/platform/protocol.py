@@ -77,7 +77,10 @@ class PlatformAPI(Protocol):
     async def delete(
         self, workspace: str, kind: Kind[Any, Any, Any], entity_id: str, *, revision: int | None = None
     ) -> None:
-        """Delete an entity (only at ``revision`` when given); NotFound when it is already gone."""
+        """Delete an entity (only at ``revision`` when given); NotFound when it was already gone.
+
+        A repeat after a lost answer that finds the entity gone counts as success.
+        """
         ...
 
     async def find_by_idempotency_key(self, workspace: str, key: str) -> IdempotencyRecord | None:
