@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -31,7 +32,8 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    # ASCII digits only: str.isdigit() also accepts '²', which float() refuses.
+    if re.fullmatch(r"[0-9]{1,18}", value):
         return float(value)
     try:
         when = parsedate_to_datetime(value)

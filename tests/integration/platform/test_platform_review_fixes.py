@@ -3,6 +3,8 @@ sees it: status, problem code and body."""
 
 from __future__ import annotations
 
+import base64
+
 import httpx
 import pytest
 from platform_builders import bundle, instance, key, secret, url_server
@@ -11,11 +13,12 @@ from pydantic import SecretStr
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from bundle_operator.platform.errors import Conflict, Refused
+from bundle_operator.platform.errors import Conflict, NotFound, Refused
 from bundle_operator.platform.models import (
     AgentCreate,
     Catalog,
     CatalogTool,
+    FaultSpec,
     GatewayEntryCuration,
     GatewayMemberPut,
     GatewayToolCuration,
@@ -25,6 +28,7 @@ from bundle_operator.platform.models import (
     SecretRef,
     SecretUpdate,
 )
+from bundle_operator.platform.retry import parse_retry_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -320,3 +324,154 @@ async def test_dot_segments_do_not_hide_the_gateway(
         await client.put_member(ws, gw.id, "loop", GatewayMemberPut(mcp_instance_id=inst.id))
     assert refused.value.code == "gateway_self_reference"
     assert await client.list_members(ws, gw.id) == []
+
+
+# --- 6: bad input answers 4xx problem+json, never 500 -------------------------------------------
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+async def _problem(response: httpx.Response, status: int) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    assert response.headers["Content-Type"].startswith("application/problem+json")
+    body: dict[str, object] = response.json()
+    return body
+
+
+async def test_unicode_digits_and_huge_numbers_in_paging_are_refused(
+    platform: PlatformProcess, ws: str
+) -> None:
+    base = f"/v1/workspaces/{ws}"
+    async with raw(platform) as http:
+        gw = (await http.post(f"{base}/gateway-bundles", json={"name": "assistant"})).json()
+        for path in (f"{base}/agents", f"{base}/gateway-bundles/{gw['id']}/members"):
+            limit = await _problem(await http.get(path, params={"limit": "²"}), 422)
+            assert limit["code"] == "invalid_request"
+            for cursor in (_b64("²"), _b64("9" * 30), _b64("[1, 2]"), "%%%"):
+                body = await _problem(await http.get(path, params={"cursor": cursor}), 422)
+                assert body["errors"] == [
+                    {"field": "cursor", "message": "is not a cursor from a previous page"}
+                ]
+
+
+@pytest.mark.parametrize(
+    "schedule", ["² * * * *", "*/² * * * *", "1-² * * * *", "9999999999999999999999 * * * *"]
+)
+async def test_cron_fields_with_unicode_digits_are_refused(
+    platform: PlatformProcess, ws: str, schedule: str
+) -> None:
+    async with raw(platform) as http:
+        made = await http.post(f"/v1/workspaces/{ws}/agents", json={"name": "a", "model": "m"})
+        trigger = {"name": "t", "type": "cron", "agent_id": made.json()["id"], "schedule": schedule}
+        body = await _problem(await http.post(f"/v1/workspaces/{ws}/triggers", json=trigger), 422)
+    assert body["code"] == "invalid_schedule"
+
+
+async def test_deeply_nested_json_is_refused(platform: PlatformProcess, ws: str) -> None:
+    headers = {"Content-Type": "application/json"}
+    async with raw(platform) as http:
+        made = await http.post(f"/v1/workspaces/{ws}/agents", json={"name": "a", "model": "m"})
+        deep = b"[" * 100_000 + b"]" * 100_000
+        body = await _problem(
+            await http.post(f"/v1/workspaces/{ws}/agents", content=deep, headers=headers), 400
+        )
+        assert body["code"] == "invalid_json"
+        config = '{"a":' * 5000 + "1" + "}" * 5000
+        policy = f'{{"type": "tool_approval", "agent_id": "{made.json()["id"]}", "config": {config}}}'
+        response = await http.post(f"/v1/workspaces/{ws}/policies", content=policy.encode(), headers=headers)
+        assert (await _problem(response, 400))["code"] == "invalid_json"
+
+
+async def test_lone_surrogates_are_refused_naming_the_field(platform: PlatformProcess, ws: str) -> None:
+    headers = {"Content-Type": "application/json"}
+    async with raw(platform) as http:
+        secret_body = b'{"name": "s", "value": "abc\\ud800def"}'
+        response = await http.post(f"/v1/workspaces/{ws}/secrets", content=secret_body, headers=headers)
+        body = await _problem(response, 422)
+        assert body["errors"][0]["field"] == "value"  # type: ignore[index]
+        listed = await http.get(f"/v1/workspaces/{ws}/secrets")
+    assert listed.json()["items"] == []
+
+
+# --- 7: a trailing newline does not pass a name check ---------------------------------------------
+
+
+async def test_a_workspace_or_member_name_with_a_trailing_newline_is_refused(
+    platform: PlatformProcess, ws: str
+) -> None:
+    async with raw(platform) as http:
+        made = await http.post("/v1/workspaces/ws1%0A/agents", json={"name": "a", "model": "m"})
+        body = await _problem(made, 422)
+        assert body["errors"] == [
+            {
+                "field": "workspace",
+                "message": "must be lowercase letters, digits and '-', at most 63 characters",
+            }
+        ]
+        assert (await _problem(await http.get("/v1/workspaces/ws1%0A/agents"), 422))[
+            "code"
+        ] == "invalid_request"
+        gw = (await http.post(f"/v1/workspaces/{ws}/gateway-bundles", json={"name": "assistant"})).json()
+        member = await http.put(
+            f"/v1/workspaces/{ws}/gateway-bundles/{gw['id']}/members/weather%0A",
+            json={"mcp_instance_id": "mci_x"},
+        )
+        assert (await _problem(member, 422))["errors"][0]["field"] == "member"  # type: ignore[index]
+        key_lookup = await http.get(f"/v1/workspaces/{ws}/idempotency-keys/k%0A")
+        assert (await _problem(key_lookup, 422))["code"] == "invalid_request"
+
+
+def test_retry_after_takes_ascii_digits_only() -> None:
+    assert parse_retry_after("²") is None
+    assert parse_retry_after("3") == 3.0
+    assert parse_retry_after("3\n") == 3.0  # surrounding whitespace is not part of the value
+
+
+# --- 9: list pages do not skip entries deleted between pages --------------------------------------
+
+
+async def test_member_and_tool_pages_skip_nothing_when_members_go_between_pages(
+    client: PlatformClient, ws: str
+) -> None:
+    gw = await bundle(client, ws)
+    inst = await instance(client, ws, await url_server(client, ws, tools=("a", "b")))
+    for name in ("m0", "m1", "m2", "m3", "m4"):
+        await client.put_member(ws, gw.id, name, GatewayMemberPut(mcp_instance_id=inst.id))
+    members = f"/v1/workspaces/{ws}/gateway-bundles/{gw.id}/members"
+    first = (await client.request("GET", members, params={"limit": "2"}, safe=True)).json()
+    assert [m["name"] for m in first["items"]] == ["m0", "m1"]
+    await client.delete_member(ws, gw.id, "m0")
+    second = await client.request(
+        "GET", members, params={"limit": "2", "cursor": first["next_cursor"]}, safe=True
+    )
+    assert [m["name"] for m in second.json()["items"]] == ["m2", "m3"]
+
+    tools = f"/v1/workspaces/{ws}/gateway-bundles/{gw.id}/tools"
+    page1 = (await client.request("GET", tools, params={"limit": "3"}, safe=True)).json()
+    assert [t["id"] for t in page1["items"]] == ["m1__a", "m1__b", "m2__a"]
+    await client.delete_member(ws, gw.id, "m1")
+    await client.delete_member(ws, gw.id, "m2")  # the last item seen is gone too
+    page2 = await client.request(
+        "GET", tools, params={"limit": "3", "cursor": page1["next_cursor"]}, safe=True
+    )
+    assert [t["id"] for t in page2.json()["items"]] == ["m3__a", "m3__b", "m4__a"]
+
+
+# --- 10: a DELETE repeated after a lost answer succeeds -------------------------------------------
+
+
+async def test_a_delete_whose_answer_was_lost_is_not_reported_missing(
+    client: PlatformClient, ws: str
+) -> None:
+    made = await client.create(ws, kinds.AGENTS, AgentCreate(name="a", model="m"), idempotency_key=key())
+    spec = FaultSpec(method="DELETE", path=f"/v1/workspaces/{ws}/agents/{made.id}", status=502, when="after")
+    await client.request("POST", "/_admin/faults", body=spec.model_dump_json().encode(), safe=False)
+    await client.delete(ws, kinds.AGENTS, made.id)  # done by the first call; the repeat finds it gone
+    assert await client.find_by_idempotency_key(ws, "nothing") is None
+    with pytest.raises(NotFound):
+        await client.get(ws, kinds.AGENTS, made.id)
+    # A plain delete of something missing is still NotFound.
+    with pytest.raises(NotFound):
+        await client.delete(ws, kinds.AGENTS, made.id)

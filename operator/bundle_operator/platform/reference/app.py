@@ -60,6 +60,13 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
             405: f"{request.method} is not allowed on {request.path}",
         }.get(exc.status, exc.reason)
         return problem_response(ApiError(exc.status, code, detail))
+    except (RecursionError, UnicodeError):
+        # Input no rule caught (text that cannot be encoded, data nested past the stack): the
+        # request is at fault, and a 5xx would make clients repeat it.
+        log.warning("unusable input in %s %s", request.method, request.path, exc_info=True)
+        return problem_response(
+            ApiError(400, "invalid_input", "the request holds data the platform cannot use")
+        )
     except Exception:
         log.exception("unexpected error in %s %s", request.method, request.path)
         return problem_response(ApiError(500, "internal_error", "the platform failed unexpectedly"))

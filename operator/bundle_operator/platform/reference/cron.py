@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -13,6 +14,8 @@ _RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _FIELDS = ("minute", "hour", "day of month", "month", "day of week")
 # A schedule that does not fire within this many days (e.g. 30 February) is refused.
 _HORIZON_DAYS = 366 * 5
+# ASCII digits only: str.isdigit() also accepts '²', which int() then refuses.
+_NUMBER = re.compile(r"[0-9]{1,9}")
 
 
 class CronError(ValueError):
@@ -46,7 +49,7 @@ def _value(text: str, index: int) -> int:
     upper = text.upper()
     if index in _NAMES and upper in _NAMES[index]:
         return _NAMES[index][upper]
-    if not text.isdigit():
+    if not _NUMBER.fullmatch(text):
         raise CronError(f"{_FIELDS[index]}: '{text}' is not a number")
     low, high = _RANGES[index]
     value = int(text)
@@ -62,7 +65,7 @@ def _field(text: str, index: int) -> frozenset[int]:
         base, slash, step_text = part.partition("/")
         step = 1
         if slash:
-            if not step_text.isdigit() or int(step_text) == 0:
+            if not _NUMBER.fullmatch(step_text) or int(step_text) == 0:
                 raise CronError(f"{_FIELDS[index]}: step '{step_text}' must be a positive number")
             step = int(step_text)
         if base == "*":

@@ -19,6 +19,7 @@ from bundle_operator.platform.reference.http import (
     page,
     parse,
     read_json,
+    whole_number,
     workspace,
 )
 from bundle_operator.platform.reference.kind_rules import KindRules
@@ -148,12 +149,13 @@ class EntityRoutes:
         ctx, ws = context(request), workspace(request)
         limit = limit_param(request)
         after = decode_cursor(request)
-        if after is not None and not after.isdigit():
+        after_seq = 0 if after is None else whole_number(after)
+        if after_seq is None:
             raise refused("cursor", "is not a cursor from a previous page")
         filters = _filters(request, self.kind.filters)
 
         def read(tx: Tx) -> tuple[list[dict[str, Any]], str | None]:
-            rows = tx.select(ws, self.kind.path, equals=filters, after_seq=int(after or 0), limit=limit + 1)
+            rows = tx.select(ws, self.kind.path, equals=filters, after_seq=after_seq, limit=limit + 1)
             shown = [self.rules.render(tx, ctx, row, issued=False) for row in rows[:limit]]
             more = len(rows) > limit
             return shown, encode_cursor(str(rows[limit - 1].seq)) if more else None

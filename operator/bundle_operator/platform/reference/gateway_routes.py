@@ -65,6 +65,16 @@ def _member(tx: Tx, bundle: Row, name: str) -> Row:
     return row
 
 
+def _positions(tx: Tx, bundle: Row) -> dict[str, int]:
+    return {m.key: int(m.data["position"]) for m in _members(tx, bundle)}
+
+
+def _page_by_member(
+    request: web.Request, views: list[dict[str, Any]], positions: dict[str, int]
+) -> web.Response:
+    return page_in_order(request, views, "id", lambda view: positions[view["member"]])
+
+
 def _catalog(tx: Tx, ws: str, member: Row) -> dict[str, Any]:
     instance = tx.get(ws, kinds.MCP_INSTANCES.path, member.data["mcp_instance_id"])
     server = tx.get(ws, kinds.MCP_SERVERS.path, instance.data["server_id"]) if instance else None
@@ -274,7 +284,8 @@ class GatewayRoutes:
             bundle = _bundle(tx, ws, bundle_id)
             return [_member_view(tx, ws, m) for m in _members(tx, bundle)]
 
-        return page_in_order(request, await ctx.store.transact(read))
+        members = await ctx.store.transact(read)
+        return page_in_order(request, members, "name", lambda member: int(member["position"]))
 
     async def put_member(self, request: web.Request) -> web.Response:
         """Add a member at the end, or change its instance or enabled flag."""
@@ -359,10 +370,11 @@ class GatewayRoutes:
         """Every tool the bundle can serve with its curation."""
         ctx, ws, bundle_id = self._target(request)
 
-        def read(tx: Tx) -> list[dict[str, Any]]:
-            return tool_views(tx, ws, _bundle(tx, ws, bundle_id))
+        def read(tx: Tx) -> tuple[list[dict[str, Any]], dict[str, int]]:
+            bundle = _bundle(tx, ws, bundle_id)
+            return tool_views(tx, ws, bundle), _positions(tx, bundle)
 
-        return page_in_order(request, await ctx.store.transact(read))
+        return _page_by_member(request, *await ctx.store.transact(read))
 
     async def get_tool(self, request: web.Request) -> web.Response:
         """One tool by ``member__tool``."""
@@ -404,10 +416,11 @@ class GatewayRoutes:
         """Members' prompts with their curation."""
         ctx, ws, bundle_id = self._target(request)
 
-        def read(tx: Tx) -> list[dict[str, Any]]:
-            return _entry_views(tx, ws, _bundle(tx, ws, bundle_id), "prompts", rules.MEMBER_PROMPT)
+        def read(tx: Tx) -> tuple[list[dict[str, Any]], dict[str, int]]:
+            bundle = _bundle(tx, ws, bundle_id)
+            return _entry_views(tx, ws, bundle, "prompts", rules.MEMBER_PROMPT), _positions(tx, bundle)
 
-        return page_in_order(request, await ctx.store.transact(read))
+        return _page_by_member(request, *await ctx.store.transact(read))
 
     async def put_member_prompt(self, request: web.Request) -> web.Response:
         """Curate a member's prompt (``member__prompt``) in this bundle."""
@@ -433,10 +446,12 @@ class GatewayRoutes:
         """Members' resources with their curation."""
         ctx, ws, bundle_id = self._target(request)
 
-        def read(tx: Tx) -> list[dict[str, Any]]:
-            return _entry_views(tx, ws, _bundle(tx, ws, bundle_id), "resources", rules.MEMBER_RESOURCE)
+        def read(tx: Tx) -> tuple[list[dict[str, Any]], dict[str, int]]:
+            bundle = _bundle(tx, ws, bundle_id)
+            views = _entry_views(tx, ws, bundle, "resources", rules.MEMBER_RESOURCE)
+            return views, _positions(tx, bundle)
 
-        return page_in_order(request, await ctx.store.transact(read))
+        return _page_by_member(request, *await ctx.store.transact(read))
 
     async def put_member_resource(self, request: web.Request) -> web.Response:
         """Curate a member's resource in this bundle (id from ``member_resource_id``)."""

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -16,10 +17,23 @@ from bundle_operator.platform.reference.problems import ApiError, from_validatio
 
 M = TypeVar("M", bound=BaseModel)
 
+# Anchored for the OpenAPI document; always applied with fullmatch, because '$' also matches
+# before a final newline.
 WORKSPACE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
+# Request bodies nest at most this deep: deeper JSON only serves to exhaust the stack.
+MAX_DEPTH = 64
 _ETAG = re.compile(r'^(?:W/)?"?([0-9]{1,18})"?$')
+# ASCII digits only, and few enough to fit SQLite's 64-bit integers: str.isdigit() also accepts
+# '²' and other digits int() refuses.
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def whole_number(text: str) -> int | None:
+    """``text`` as a non-negative int when it is 1 to 18 ASCII digits, else None."""
+    return int(text) if _WHOLE_NUMBER.fullmatch(text) else None
 
 
 def context(request: web.Request) -> Context:
@@ -30,7 +44,7 @@ def context(request: web.Request) -> Context:
 def workspace(request: web.Request) -> str:
     """The workspace in the path; any valid name exists (workspaces are implicit)."""
     name = request.match_info["workspace"]
-    if not WORKSPACE_PATTERN.match(name):
+    if not WORKSPACE_PATTERN.fullmatch(name):
         raise refused("workspace", "must be lowercase letters, digits and '-', at most 63 characters")
     return name
 
@@ -44,9 +58,35 @@ async def read_json(request: web.Request) -> Any:
     """The request body as JSON; 400 when it is not JSON (the body is never echoed)."""
     raw = await request.read()
     try:
-        return json.loads(raw, parse_constant=_no_constants) if raw else None
+        data = json.loads(raw, parse_constant=_no_constants) if raw else None
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "invalid_json", "the request body is not valid JSON") from None
+    except RecursionError:
+        raise ApiError(
+            400, "invalid_json", f"the request body nests deeper than {MAX_DEPTH} levels"
+        ) from None
+    check_plain(data)
+    return data
+
+
+def check_plain(data: Any) -> None:
+    """Refuse JSON nested too deep or holding lone surrogates (text no store can encode)."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ApiError(400, "invalid_json", f"the request body nests deeper than {MAX_DEPTH} levels")
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                raise refused(path or "body", "is not valid Unicode text (it holds a lone surrogate)")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                where = f"{path}.{key}" if path else str(key)
+                if _SURROGATE.search(key):
+                    raise refused(path or "body", "has a key that is not valid Unicode text")
+                stack.append((item, where, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((item, f"{path}.{i}" if path else str(i), depth + 1) for i, item in enumerate(value))
 
 
 def parse(model: type[M], data: Any) -> M:
@@ -74,7 +114,7 @@ def if_match(request: web.Request, *, required: bool) -> int | None:
     value = value.strip()
     if value == "*":
         return None
-    found = _ETAG.match(value)
+    found = _ETAG.fullmatch(value)
     if found is None:
         raise ApiError(400, "invalid_if_match", 'If-Match must be a revision such as "3"')
     return int(found.group(1))
@@ -95,9 +135,10 @@ def limit_param(request: web.Request) -> int:
     text = request.query.get("limit")
     if text is None:
         return DEFAULT_LIMIT
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+    limit = whole_number(text)
+    if limit is None or not 1 <= limit <= MAX_LIMIT:
         raise refused("limit", f"must be a whole number from 1 to {MAX_LIMIT}")
-    return int(text)
+    return limit
 
 
 def encode_cursor(value: str) -> str:
@@ -133,18 +174,53 @@ def page_by_name(request: web.Request, items: list[dict[str, Any]], key: str) ->
     return page(chunk, encode_cursor(chunk[-1][key]) if more and chunk else None)
 
 
-def page_in_order(request: web.Request, items: list[dict[str, Any]]) -> web.Response:
-    """Page through items in the order given, with the position as the cursor."""
+def _ordered_cursor(request: web.Request) -> tuple[int, int, str] | None:
     after = decode_cursor(request)
+    if after is None:
+        return None
+    try:
+        group, index, ident = json.loads(after)
+    except (ValueError, TypeError, RecursionError):
+        raise refused("cursor", "is not a cursor from a previous page") from None
+    if not (isinstance(group, int) and isinstance(index, int) and isinstance(ident, str)) or not (
+        0 <= group < 2**53 and 0 <= index < 2**53
+    ):
+        raise refused("cursor", "is not a cursor from a previous page")
+    return group, index, ident
+
+
+def page_in_order(
+    request: web.Request, items: list[dict[str, Any]], ident: str, group: Callable[[dict[str, Any]], int]
+) -> web.Response:
+    """Page through items in the order given, grouped by ``group`` (a member's position).
+
+    The cursor is the last item seen, not an offset, so entries deleted between pages do not make
+    the next page skip any: the next page starts after that item, or, when it is gone too, after
+    its place in the order.
+    """
+    after = _ordered_cursor(request)
     limit = limit_param(request)
+    ranks: list[tuple[int, int]] = []
+    seen: dict[int, int] = {}
+    for item in items:
+        g = group(item)
+        ranks.append((g, seen.get(g, 0)))
+        seen[g] = seen.get(g, 0) + 1
     start = 0
     if after is not None:
-        if not after.isdigit():
-            raise refused("cursor", "is not a cursor from a previous page")
-        start = int(after)
+        g, index, name = after
+        found = next((i for i, item in enumerate(items) if item[ident] == name and ranks[i][0] == g), None)
+        if found is not None:
+            start = found + 1
+        else:
+            start = next((i for i, rank in enumerate(ranks) if rank > (g, index)), len(items))
     chunk = items[start : start + limit]
-    more = start + limit < len(items)
-    return page(chunk, encode_cursor(str(start + limit)) if more else None)
+    end = start + len(chunk)
+    if end >= len(items) or not chunk:
+        return page(chunk, None)
+    last = end - 1
+    cursor = json.dumps([ranks[last][0], ranks[last][1], items[last][ident]])
+    return page(chunk, encode_cursor(cursor))
 
 
 def json_response(

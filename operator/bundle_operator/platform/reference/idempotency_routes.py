@@ -34,5 +34,5 @@ async def find_by_key(request: web.Request) -> web.Response:
 
 def register(app: web.Application) -> None:
     """Add the idempotency key lookup route."""
-    # ``.+``: a key may hold '/', which some clients send unescaped.
-    app.router.add_get(f"{BASE}/idempotency-keys/{{key:.+}}", find_by_key)
+    # A key may hold '/', which some clients send unescaped, and a bad one must reach the check.
+    app.router.add_get(f"{BASE}/idempotency-keys/{{key:[\\s\\S]+}}", find_by_key)
