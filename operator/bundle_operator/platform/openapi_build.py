@@ -59,7 +59,9 @@ Conventions:
 Platform rules the reference platform enforces: MCP server specs are checked per type, command
 runtimes are limited to npx, uvx, uv, python, python3, node, bunx and deno, and an env or header
 entry is secret when its declared `type` is `secret` (a name heuristic applies only when neither
-`type` nor `secret` is given); an instance must pass secret inputs by reference; a context
+`type` nor `secret` is given); an instance must pass secret inputs by reference, and a spec
+change that would leave an existing instance with a plain value for a secret entry or without a
+required one answers `409 instances_do_not_fit` naming the instances in `holders`; a context
 secret (32..512 characters) is allowed on url servers only and shows as `context_signing`.
 Skills are parsed from SKILL.md front matter (a bad one answers 422 naming the line; its
 metadata is stored with text keys and may expand to at most 64 KiB, else `422 limit_exceeded`); GitHub

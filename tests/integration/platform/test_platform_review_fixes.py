@@ -24,6 +24,7 @@ from bundle_operator.platform.models import (
     GatewayToolCuration,
     McpInstanceCreate,
     McpInstanceUpdate,
+    McpServerCreate,
     McpServerUpdate,
     SecretRef,
     SecretUpdate,
@@ -475,3 +476,53 @@ async def test_a_delete_whose_answer_was_lost_is_not_reported_missing(
     # A plain delete of something missing is still NotFound.
     with pytest.raises(NotFound):
         await client.delete(ws, kinds.AGENTS, made.id)
+
+
+# --- 8: a spec change that existing instances would break is refused ------------------------------
+
+
+async def test_redeclaring_an_env_var_secret_or_required_names_the_instances(
+    client: PlatformClient, ws: str
+) -> None:
+    spec = await client.create(
+        ws,
+        kinds.MCP_SERVERS,
+        McpServerCreate.model_validate(
+            {
+                "name": "github",
+                "type": "command",
+                "command": "npx",
+                "env_schema": [{"name": "GITHUB_ORG", "type": "string", "required": False}],
+            }
+        ),
+        idempotency_key=key(),
+    )
+    inst = await client.create(
+        ws,
+        kinds.MCP_INSTANCES,
+        McpInstanceCreate(server_id=spec.id, name="gh", env={"GITHUB_ORG": "acme"}),
+        idempotency_key=key(),
+    )
+    secret_now = McpServerUpdate.model_validate(
+        {"env_schema": [{"name": "GITHUB_ORG", "type": "secret", "required": False}]}
+    )
+    with pytest.raises(Conflict) as secret_change:
+        await client.update(ws, kinds.MCP_SERVERS, spec.id, secret_now, revision=1)
+    assert secret_change.value.code == "instances_do_not_fit"
+    assert secret_change.value.holders == [inst.id]
+    assert "env.GITHUB_ORG" in secret_change.value.detail
+    assert "acme" not in secret_change.value.detail
+
+    required_now = McpServerUpdate.model_validate(
+        {
+            "env_schema": [
+                {"name": "GITHUB_ORG", "type": "string", "required": False},
+                {"name": "GITHUB_HOST", "type": "string"},
+            ]
+        }
+    )
+    with pytest.raises(Conflict) as required_change:
+        await client.update(ws, kinds.MCP_SERVERS, spec.id, required_now, revision=1)
+    assert required_change.value.holders == [inst.id]
+    assert (await client.get(ws, kinds.MCP_INSTANCES, inst.id)).env == {"GITHUB_ORG": "acme"}
+    assert (await client.get(ws, kinds.MCP_SERVERS, spec.id)).revision == 1

@@ -21,7 +21,7 @@ from bundle_operator.platform.models import (
 from bundle_operator.platform.reference import gateway_rules
 from bundle_operator.platform.reference.context import Context
 from bundle_operator.platform.reference.kind_rules import KindRules, Stored, require_ref
-from bundle_operator.platform.reference.problems import from_validation, refused
+from bundle_operator.platform.reference.problems import conflict, from_validation, refused
 from bundle_operator.platform.reference.secret_store import (
     delete_owned_secrets,
     secret_value,
@@ -158,6 +158,7 @@ class McpServerRules(KindRules):
                     value = value.model_dump(mode="json")
             merged[field] = value
         data = validate_server(_as_create(merged))
+        _check_instances_still_fit(tx, workspace, row, data)
         if "endpoint_url" in prepared.model_fields_set and data["endpoint_url"]:
             # A member's URL must never become the gateway's own endpoint.
             for instance in tx.select(workspace, kinds.MCP_INSTANCES.path, equals={"server_id": row.id}):
@@ -166,6 +167,37 @@ class McpServerRules(KindRules):
                 ):
                     gateway_rules.check_not_self(ctx, data["endpoint_url"], "endpoint_url")
         return data, data["name"]
+
+
+def _check_instances_still_fit(tx: Tx, workspace: str, server: Row, data: dict[str, Any]) -> None:
+    """409 when a spec change would leave existing instances breaking it.
+
+    A variable newly declared secret would keep its plain value in instances that are shown to
+    anyone who can read them, and a newly required one would be missing: the instances are named
+    so the caller can move the value into a secret or set it first.
+    """
+    problems: dict[str, list[str]] = {}
+    for instance in tx.select(workspace, kinds.MCP_INSTANCES.path, equals={"server_id": server.id}):
+        for field, schema in (("env", data["env_schema"]), ("headers", data["headers_schema"])):
+            values = instance.data.get(field) or {}
+            for entry in schema:
+                name = entry["name"]
+                if entry["secret"] and isinstance(values.get(name), str):
+                    problems.setdefault(instance.id, []).append(f"{field}.{name} holds a plain value")
+                elif entry["required"] and name not in values:
+                    problems.setdefault(instance.id, []).append(f"{field}.{name} is not set")
+    if problems:
+        holders = sorted(problems)
+        what = "; ".join(f"{i}: {', '.join(problems[i])}" for i in holders)
+        raise conflict(
+            "instances_do_not_fit",
+            f"the change would break existing instances ({what}); pass secret values by reference"
+            " and set required values in those instances first",
+            holders=holders,
+            field="env_schema"
+            if any(p.startswith("env.") for v in problems.values() for p in v)
+            else "headers_schema",
+        )
 
 
 def _check_values(
