@@ -81,7 +81,8 @@ is one of the gateway's own endpoints (`{public_url}/{name}/mcp`, however spelle
 percent-escapes, dot segments, loopback host spellings; a URL kept in a secret is resolved, and
 an instance URL cleared to fall back to its server's is checked on that) answers `409`;
 a bundle holds at most 100 prompts and 200 resources, a prompt at most 64 KiB of message text, a
-resource at most 256 KiB and all resources together at most 4 MiB; prompt names have no `__`,
+resource at most 256 KiB and all resources together at most 4 MiB; resource names have no `.` or
+`..` segments; prompt names have no `__`,
 placeholders `{{arg}}` must name declared arguments, embedded resources must exist and cannot
 be deleted while embedded; rename needs `force: true`.
 

@@ -4,6 +4,7 @@ sees it: status, problem code and body."""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from bundle_operator.platform.models import (
     FaultSpec,
     GatewayEntryCuration,
     GatewayMemberPut,
+    GatewayResourcePut,
     GatewayToolCuration,
     McpInstanceCreate,
     McpInstanceUpdate,
@@ -29,6 +31,7 @@ from bundle_operator.platform.models import (
     SecretRef,
     SecretUpdate,
 )
+from bundle_operator.platform.reference.storage import Store, Tx
 from bundle_operator.platform.retry import parse_retry_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -38,6 +41,13 @@ def raw(platform: PlatformProcess) -> httpx.AsyncClient:
     """A plain HTTP client, to see exactly what the server answers."""
     return httpx.AsyncClient(
         base_url=platform.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30.0
+    )
+
+
+def raw_client(client: PlatformClient) -> httpx.AsyncClient:
+    """A plain HTTP client on the platform the fixtures' client talks to."""
+    return httpx.AsyncClient(
+        base_url=client.base_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30.0
     )
 
 
@@ -526,3 +536,49 @@ async def test_redeclaring_an_env_var_secret_or_required_names_the_instances(
     assert required_change.value.holders == [inst.id]
     assert (await client.get(ws, kinds.MCP_INSTANCES, inst.id)).env == {"GITHUB_ORG": "acme"}
     assert (await client.get(ws, kinds.MCP_SERVERS, spec.id)).revision == 1
+
+
+# --- lesser findings ------------------------------------------------------------------------------
+
+
+async def test_a_405_names_the_allowed_methods(platform: PlatformProcess, ws: str) -> None:
+    async with raw(platform) as http:
+        response = await http.put(f"/v1/workspaces/{ws}/agents", json={})
+    body = await _problem(response, 405)
+    assert body["code"] == "method_not_allowed"
+    assert {m.strip() for m in response.headers["Allow"].split(",")} >= {"GET", "POST"}
+
+
+@pytest.mark.parametrize("name", ["guides/../style", "./style", "guides/."])
+async def test_resource_names_with_dot_segments_are_refused(
+    client: PlatformClient, ws: str, name: str
+) -> None:
+    gw = await bundle(client, ws)
+    # Dots escaped, so neither the client nor the server's router folds the segments away first.
+    escaped = name.replace(".", "%2E")
+    path = f"/v1/workspaces/{ws}/gateway-bundles/{gw.id}/resources/{escaped}"
+    body = GatewayResourcePut(name=name, content="x").model_dump_json().encode()
+    async with raw_client(client) as http:
+        response = await http.put(path, content=body, headers={"Content-Type": "application/json"})
+    problem = await _problem(response, 422)
+    assert problem["errors"] == [{"field": "name", "message": "must not have '.' or '..' segments"}]
+    assert await client.list_resources(ws, gw.id) == []
+
+
+async def test_deleting_an_entity_keeps_secrets_of_ids_that_differ_where_it_has_an_underscore(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "platform.db")
+    await store.open()
+    try:
+
+        def seed(tx: Tx) -> None:
+            tx.put_secret("ept_abc:api_key", "mine")
+            tx.put_secret("eptXabc:api_key", "someone else's")
+
+        await store.transact(seed)
+        await store.transact(lambda tx: tx.delete("ept_abc"))
+        left = await store.transact(lambda tx: (tx.secret("ept_abc:api_key"), tx.secret("eptXabc:api_key")))
+    finally:
+        await store.close()
+    assert left == (None, "someone else's")

@@ -59,7 +59,9 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
             404: f"there is no route {request.path}",
             405: f"{request.method} is not allowed on {request.path}",
         }.get(exc.status, exc.reason)
-        return problem_response(ApiError(exc.status, code, detail))
+        # 405 must say what is allowed (RFC 9110 section 15.5.6).
+        kept = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
+        return problem_response(ApiError(exc.status, code, detail, headers=kept))
     except (RecursionError, UnicodeError):
         # Input no rule caught (text that cannot be encoded, data nested past the stack): the
         # request is at fault, and a 5xx would make clients repeat it.

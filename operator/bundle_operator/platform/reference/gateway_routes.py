@@ -543,6 +543,9 @@ class GatewayRoutes:
         body = parse(GatewayResourcePut, await read_json(request))
         if body.name != name:
             raise refused("name", "must equal the name in the path")
+        if any(segment in (".", "..") for segment in name.split("/")):
+            # URLs normalise dot segments away, so such a name could never be read back by its path.
+            raise refused("name", "must not have '.' or '..' segments")
         size = len(body.content.encode())
         if size > rules.MAX_RESOURCE:
             raise rules.limit("content", f"the resource is {size} bytes; the limit is {rules.MAX_RESOURCE}")

@@ -192,8 +192,11 @@ class Tx:
     def delete(self, entity_id: str) -> None:
         """Remove an entity, its entries and any secret value stored under its id."""
         self._conn.execute("DELETE FROM entities WHERE id = ? OR parent = ?", (entity_id, entity_id))
+        # An exact prefix: in LIKE, the '_' every id holds would match any character.
+        prefix = f"{entity_id}:"
         self._conn.execute(
-            "DELETE FROM secret_values WHERE id = ? OR id LIKE ?", (entity_id, f"{entity_id}:%")
+            "DELETE FROM secret_values WHERE id = ? OR substr(id, 1, ?) = ?",
+            (entity_id, len(prefix), prefix),
         )
 
     def select(
