@@ -175,21 +175,12 @@ def _feed(f: BinaryIO, start: int, end: int, buf: bytearray, sinks: list[_Hasher
         remaining -= n
 
 
-def hash_file(f: BinaryIO, layout: Layout, content_algorithm: str | None) -> tuple[str, bytes | None]:
-    """SHA-256 of the whole file, and the digest of the signed content when a signature names one."""
-    whole = hashlib.sha256()
+def content_digest(f: BinaryIO, layout: Layout, algorithm: str) -> bytes:
+    """The digest of what the signer signed: the zip, with the comment length it saw."""
+    content = hashlib.new(algorithm)
     buf = bytearray(CHUNK)
-    if content_algorithm is None:
-        _feed(f, 0, layout.size, buf, [whole])
-        return whole.hexdigest(), None
-    # Everything up to the comment length field is shared; SHA-256 content reuses the file's pass.
     split = layout.eocd_offset + 20
-    content = hashlib.new(content_algorithm)
-    shared: list[_Hasher] = [whole] if content_algorithm == "sha256" else [whole, content]
-    _feed(f, 0, split, buf, shared)
-    if content_algorithm == "sha256":
-        content = whole.copy()
+    _feed(f, 0, split, buf, [content])
     content.update(struct.pack("<H", layout.signed_comment_length))
     _feed(f, split + 2, layout.zip_end, buf, [content])
-    _feed(f, split, layout.size, buf, [whole])
-    return whole.hexdigest(), content.digest()
+    return content.digest()

@@ -1,10 +1,12 @@
 """Contained extraction: an accepted archive into a new private folder, or nothing at all.
 
-The archive is read and judged first; only then is the folder created (mode 0700, and it must not
-exist yet, so it is new). Entries are written with exclusive creates that never follow a link,
-and the bytes written are counted against the limits again while writing, since the file could
-differ from what was read. Any refusal removes the folder. The result carries the lock (the
-archive's SHA-256, checked again after writing) and the tree digest to re-check before each use.
+The archive is copied once into a private snapshot (hashed on the way), judged from it, and then
+unpacked from that same copy, so what is written is exactly what was judged and what the lock
+names, whatever happens to the original file meanwhile. Only after it is accepted is the folder
+created (mode 0700, and it must not exist yet, so it is new). Entries are written with exclusive
+creates that never follow a link, and the bytes written are counted against the limits again.
+Any refusal removes the folder. The result carries the lock (the snapshot's SHA-256) and the tree
+digest to re-check before each use.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import BinaryIO
 from bundle_operator.mcpb.errors import Refused
 from bundle_operator.mcpb.inflate import RandomAccess, UnpackCounter, stream_entry
 from bundle_operator.mcpb.limits import DEFAULT_LIMITS, Limits
-from bundle_operator.mcpb.reader import Inspection, inspect_open, whole_file_sha256
+from bundle_operator.mcpb.reader import Inspection, inspect_snapshot
+from bundle_operator.mcpb.snapshot import snapshot_path
 from bundle_operator.mcpb.treedigest import PREFIX, tree_digest
 
 # O_NOFOLLOW and O_CLOEXEC do not exist on Windows (where bundlectl may still run), O_BINARY only there.
@@ -43,14 +46,18 @@ def extract_file(
     platform: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
 ) -> Extracted:
-    """Unpack ``archive`` into the new folder ``dest``; raises ``Refused`` and leaves no trace."""
+    """Unpack ``archive`` into the new folder ``dest``.
+
+    Raises ``Refused`` (leaving no trace) when the archive or the destination is refused, and
+    ``OSError`` when the archive cannot be read or the folder cannot be written.
+    """
     target = Path(dest)
     if target.exists() or target.is_symlink():
         raise Refused("destination_exists", f"{target} already exists; extraction needs a new folder")
     if not target.parent.is_dir():
         raise Refused("destination_missing", f"{target.parent} is not a folder")
-    with Path(archive).open("rb") as f:
-        inspection = inspect_open(f, platform=platform, limits=limits)
+    with snapshot_path(archive, limits) as snap:
+        inspection = inspect_snapshot(snap, platform=platform, limits=limits)
         if inspection.refused:
             raise Refused(inspection.code or "refused", inspection.reason or "the archive was refused")
         try:
@@ -58,9 +65,7 @@ def extract_file(
         except FileExistsError:
             raise Refused("destination_exists", f"{target} already exists") from None
         try:
-            _write_entries(f, inspection, target, limits)
-            if whole_file_sha256(f) != inspection.sha256:
-                raise Refused("archive_changed", "the archive changed while it was being extracted")
+            _write_entries(snap.file, inspection, target, limits)
             digest = tree_digest(target)
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)

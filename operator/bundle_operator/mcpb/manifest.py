@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import accumulate
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -26,6 +27,14 @@ NonEmpty = Annotated[str, Field(min_length=1)]
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _RANGE = re.compile(r"^[0-9A-Za-z.*^~<>=|+\- ]+$")
 _BCP47 = re.compile(r"^[A-Za-z0-9]{2,8}(?:-[A-Za-z0-9]{1,8})*$")
+# No manifest field nests deeper than a few levels; _meta is free-form, so leave it room. The bound
+# keeps the recursive JSON parser (and pydantic after it) far from Python's recursion limit.
+MAX_NESTING = 64
+# Integers in a manifest are small (min, max, defaults); Python refuses to parse very long ones
+# with a ValueError, so a bound well under that keeps the refusal ours.
+MAX_INTEGER_DIGITS = 100
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
 def _url(value: str) -> str:
@@ -254,16 +263,42 @@ def _version_of(raw: dict[str, Any]) -> str:
     return version
 
 
+def _nesting(text: str) -> int:
+    """How deep arrays and objects nest, counting brackets outside strings (linear, no recursion)."""
+    brackets = _NOT_A_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(accumulate(1 if c in "[{" else -1 for c in brackets), default=0)
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise Refused(
+            "manifest_invalid", f"manifest.json has an integer longer than {MAX_INTEGER_DIGITS} digits"
+        )
+    return int(digits)
+
+
 def parse_manifest(data: bytes) -> Manifest:
     """Parse and check manifest.json bytes; raise ``Refused`` naming the field at fault."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise Refused("manifest_invalid", "manifest.json is not UTF-8") from None
+    if _nesting(text) > MAX_NESTING:
+        raise Refused(
+            "manifest_too_deep", f"manifest.json nests arrays or objects more than {MAX_NESTING} deep"
+        )
     try:
-        raw = json.loads(text, object_pairs_hook=_refuse_duplicates, parse_constant=_no_constants)
+        raw = json.loads(
+            text,
+            object_pairs_hook=_refuse_duplicates,
+            parse_constant=_no_constants,
+            parse_int=_bounded_int,
+        )
     except json.JSONDecodeError as exc:
         raise Refused("manifest_invalid", f"manifest.json is not JSON (line {exc.lineno})") from None
+    except (RecursionError, ValueError, MemoryError) as exc:
+        # The bounds above should make these unreachable; a parser limit is still a refusal.
+        raise Refused("manifest_invalid", f"manifest.json cannot be parsed ({type(exc).__name__})") from None
     if not isinstance(raw, dict):
         raise Refused("manifest_invalid", "manifest.json is not a JSON object")
     version = _version_of(raw)

@@ -1,13 +1,14 @@
 """Read an .mcpb archive without unpacking or running it, and say whether it is accepted.
 
-One pass hashes the file (its SHA-256 and the signed content's digest together); a second pass
-inflates every entry in memory-flat chunks, counting real bytes. Nothing is written anywhere.
+One pass copies the file into a private snapshot while hashing it (see ``snapshot``); everything
+after reads only that copy: the signed content's digest when there is a signature, then every
+entry inflated in memory-flat chunks, counting real bytes. Nothing is written but the anonymous
+snapshot, which is gone when the call returns.
 The verdict is ``accepted``, ``not_runnable`` (a uv bundle: read, never run) or ``refused``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import sys
@@ -15,11 +16,10 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import BinaryIO, Literal
 
 from bundle_operator.mcpb import signature
-from bundle_operator.mcpb.container import CHUNK, Layout, hash_file, read_layout
+from bundle_operator.mcpb.container import Layout, content_digest, read_layout
 from bundle_operator.mcpb.entries import Entry, check_entries, check_relative_path
 from bundle_operator.mcpb.errors import Refused
 from bundle_operator.mcpb.inflate import RandomAccess, Stopped, UnpackCounter, data_ranges, stream_entry
@@ -34,6 +34,7 @@ from bundle_operator.mcpb.limits import DEFAULT_LIMITS, Limits
 from bundle_operator.mcpb.manifest import Manifest, parse_manifest
 from bundle_operator.mcpb.setup_fields import SetupField, setup_fields, this_computers_folders
 from bundle_operator.mcpb.signature import SignatureResult
+from bundle_operator.mcpb.snapshot import Snapshot, snapshot_open, snapshot_path
 from bundle_operator.mcpb.zipindex import read_central_directory
 
 Verdict = Literal["accepted", "not_runnable", "refused"]
@@ -95,20 +96,16 @@ def inspect_file(
     limits: Limits = DEFAULT_LIMITS,
     folders: Mapping[str, str] | None = None,
 ) -> Inspection:
-    """Read and verify the archive at ``path``; raises OSError only when it cannot be opened."""
-    with Path(path).open("rb") as f:
-        return inspect_open(f, platform=platform, limits=limits, folders=folders)
+    """Read and verify the archive at ``path``.
 
-
-def whole_file_sha256(f: BinaryIO) -> str:
-    """SHA-256 of everything in ``f``, read in fixed chunks."""
-    h = hashlib.sha256()
-    f.seek(0)
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    while n := f.readinto(view):  # type: ignore[attr-defined]
-        h.update(view[:n])
-    return h.hexdigest()
+    Raises ``OSError`` only when the file cannot be opened or read; everything about its content,
+    its type (a device or a pipe) or its size is a refused ``Inspection``, never an exception.
+    """
+    try:
+        with snapshot_path(path, limits) as snap:
+            return inspect_snapshot(snap, platform=platform, limits=limits, folders=folders)
+    except Refused as refusal:  # refused before it was read: there is no SHA-256 to report
+        return _refused_unread(refusal, platform)
 
 
 def inspect_open(
@@ -118,22 +115,54 @@ def inspect_open(
     limits: Limits = DEFAULT_LIMITS,
     folders: Mapping[str, str] | None = None,
 ) -> Inspection:
-    """Like ``inspect_file`` on an open binary file or ``io.BytesIO`` (extraction reuses its handle)."""
-    result = Inspection(verdict="refused", code=None, reason=None, sha256="", platform="")
+    """Like ``inspect_file`` on an open binary file or ``io.BytesIO``; raises only ``OSError``.
+
+    A file is copied once into a private snapshot first (bytes in memory are read as they are).
+    """
+    try:
+        with snapshot_open(f, limits) as snap:
+            return inspect_snapshot(snap, platform=platform, limits=limits, folders=folders)
+    except Refused as refusal:
+        return _refused_unread(refusal, platform)
+
+
+def _refused_unread(refusal: Refused, platform: str | None) -> Inspection:
+    return Inspection(
+        verdict="refused",
+        code=refusal.code,
+        reason=refusal.reason,
+        sha256="",
+        platform=platform or running_platform(),
+    )
+
+
+def inspect_snapshot(
+    snap: Snapshot,
+    *,
+    platform: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    folders: Mapping[str, str] | None = None,
+) -> Inspection:
+    """Inspect an archive's snapshot; extraction calls this and then unpacks the same snapshot."""
+    result = Inspection(verdict="refused", code=None, reason=None, sha256=snap.sha256, platform="")
     result.platform = platform or running_platform()
     try:
-        _read(f, result, limits, folders if folders is not None else this_computers_folders())
+        _read(snap, result, limits, folders if folders is not None else this_computers_folders())
     except Refused as refusal:
         result.verdict, result.code, result.reason = "refused", refusal.code, refusal.reason
-    if not result.sha256:
-        result.sha256 = whole_file_sha256(f)
+    except OSError:
+        raise
+    except Exception as exc:
+        # Last line of defence: hostile input that reaches a check nobody foresaw is refused, never a
+        # traceback (the CLI's JSON contract must hold). OSError is the one failure that is not the
+        # archive's fault, so it still propagates.
+        result.verdict, result.code = "refused", "unreadable"
+        result.reason = f"the archive could not be read ({type(exc).__name__})"
     return result
 
 
-def _read(f: BinaryIO, result: Inspection, limits: Limits, folders: Mapping[str, str]) -> None:
-    size = f.seek(0, os.SEEK_END)  # works for a file and for bytes in memory (a ConfigMap's)
-    if size > limits.max_file_bytes:
-        raise Refused("file_too_large", f"the file is {size} bytes; at most {limits.max_file_bytes}")
+def _read(snap: Snapshot, result: Inspection, limits: Limits, folders: Mapping[str, str]) -> None:
+    f, size = snap.file, snap.size
     try:
         layout = read_layout(f, size, limits)
     except Refused as refusal:
@@ -145,15 +174,12 @@ def _read(f: BinaryIO, result: Inspection, limits: Limits, folders: Mapping[str,
     parsed: signature.ParsedSignature | SignatureResult | None = None
     if layout.signature_der is not None:
         parsed = signature.parse(layout.signature_der)
-    algorithm = parsed.digest_algorithm if isinstance(parsed, signature.ParsedSignature) else None
-    result.sha256, content_digest = hash_file(f, layout, algorithm)
     if parsed is None:
         result.signature = signature.UNSIGNED
     elif isinstance(parsed, SignatureResult):
         result.signature = parsed
     else:
-        assert content_digest is not None
-        result.signature = signature.verify(parsed, content_digest)
+        result.signature = signature.verify(parsed, content_digest(f, layout, parsed.digest_algorithm))
     if result.signature.refuses:
         code = f"signature_{result.signature.status}"
         raise Refused(code, result.signature.detail or "the signature does not verify")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import stat
 import struct
 import warnings
@@ -141,7 +142,20 @@ def test_a_file_over_128_mib_is_refused_before_reading_it(tmp_path: Path) -> Non
     result = inspect_file(path, platform="linux")
     assert (result.verdict, result.code) == ("refused", "file_too_large")
     assert result.signature is None and result.manifest is None
-    assert len(result.sha256) == 64
+    assert result.sha256 == ""  # refused by its size alone: not one byte was read or hashed
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_file_that_is_not_regular_is_refused_without_blocking(tmp_path: Path, kind: str) -> None:
+    if kind == "fifo":
+        path = tmp_path / "pipe.mcpb"
+        os.mkfifo(path)  # nobody writes: reading it would wait for ever
+    elif kind == "device":
+        path = Path("/dev/zero")  # reading it would never end
+    else:
+        path = tmp_path
+    result = inspect_file(path, platform="linux")
+    assert (result.verdict, result.code, result.sha256) == ("refused", "not_a_file", "")
 
 
 def test_more_than_20000_files_are_refused(inspect_bytes: Inspect) -> None:

@@ -86,6 +86,15 @@ def test_inspect_refused_exits_1_with_code_and_reason(
     assert report["signature"] == {"status": "unsigned", "subject": None, "fingerprint_sha256": None}
 
 
+def test_a_manifest_that_breaks_the_json_parser_still_gets_the_json_contract(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = build(tmp_path / "deep.mcpb", b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    code, out, _ = run(capsys, "mcpb", "inspect", str(path), "-o", "json")
+    report = json.loads(out)
+    assert (code, report["verdict"], report["code"]) == (1, "refused", "manifest_too_deep")
+
+
 def test_inspect_checks_the_platform_asked_for(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = build(tmp_path / "mac.mcpb", base_manifest(compatibility={"platforms": ["darwin"]}))
     assert run(capsys, "mcpb", "inspect", str(path), "--platform", "darwin")[0] == 0

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ from bundle_operator.mcpb import Limits, Refused
 from bundle_operator.mcpb.extract import extract_file
 from bundle_operator.mcpb.treedigest import check_tree, tree_digest
 
-from .craft import RawEntry, honest_entries, link_attr, write_zip, zero_bomb_stream
+from .craft import RawEntry, honest_entries, link_attr, manifest_entry, write_zip, zero_bomb_stream
 
 MiB = 1024 * 1024
 
@@ -101,24 +103,63 @@ def test_bytes_written_are_counted_against_the_limits(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_an_archive_changed_during_extraction_is_refused_and_removed(
+def _forge_crc(data: bytes, target: int, at: int) -> bytes:
+    """``data`` with the 4 bytes at ``at`` replaced so that its CRC-32 becomes ``target``."""
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        table.append(c)
+    top = {t >> 24: i for i, t in enumerate(table)}
+    state = target ^ 0xFFFFFFFF
+    for byte in reversed(data[at + 4 :]):
+        i = top[state >> 24]
+        state = ((state ^ table[i]) << 8 | (i ^ byte)) & 0xFFFFFFFF
+    picks = []
+    for _ in range(4):
+        i = top[state >> 24]
+        picks.append(i)
+        state = ((state ^ table[i]) << 8) & 0xFFFFFFFF
+    c, patch = zlib.crc32(data[:at]) ^ 0xFFFFFFFF, bytearray()
+    for i in reversed(picks):
+        patch.append((c ^ i) & 0xFF)
+        c = (c >> 8) ^ table[(c ^ patch[-1]) & 0xFF]
+    forged = data[:at] + bytes(patch) + data[at + 4 :]
+    assert zlib.crc32(forged) == target
+    return forged
+
+
+def test_what_is_written_is_what_the_lock_names_even_if_the_file_is_swapped_meanwhile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A writer of the file swaps an entry for one of the same size and CRC-32 while it is being
+    # extracted and restores it afterwards. The tree must hold the bytes the lock names.
     from bundle_operator.mcpb import extract as extract_module
 
-    archive = _archive(tmp_path, honest_entries())
-    real = extract_module.whole_file_sha256
+    good = b"console.log('weather');            /*pad*/\n"
+    evil = b"require('child_process').exec('id');//XXXX\n"
+    evil = _forge_crc(evil, zlib.crc32(good), evil.index(b"XXXX"))
+    archive = _archive(tmp_path, [manifest_entry(), RawEntry("server/index.js", good, method=0)])
+    original = archive.read_bytes()
+    at = original.index(good)
+    real = extract_module.stream_entry
 
-    def changed_underneath(f: object) -> str:
-        with archive.open("ab") as out:  # someone appends while we write
-            out.write(b"x")
-        return real(f)  # type: ignore[arg-type]
+    def swapped_meanwhile(*args: Any, **kwargs: Any) -> None:
+        with archive.open("r+b") as w:
+            w.seek(at)
+            w.write(evil)
+        try:
+            real(*args, **kwargs)
+        finally:
+            with archive.open("r+b") as w:
+                w.seek(at)
+                w.write(good)
 
-    monkeypatch.setattr(extract_module, "whole_file_sha256", changed_underneath)
-    with pytest.raises(Refused) as exc:
-        extract_file(archive, tmp_path / "out", platform="linux")
-    assert exc.value.code == "archive_changed"
-    assert not (tmp_path / "out").exists()
+    monkeypatch.setattr(extract_module, "stream_entry", swapped_meanwhile)
+    extracted = extract_file(archive, tmp_path / "out", platform="linux")
+    assert extracted.lock == "sha256:" + hashlib.sha256(original).hexdigest()
+    assert (tmp_path / "out" / "server" / "index.js").read_bytes() == good
 
 
 @pytest.mark.parametrize("change", ["edit", "add-file", "add-folder", "remove", "chmod", "link", "rename"])

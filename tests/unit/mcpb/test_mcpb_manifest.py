@@ -222,6 +222,47 @@ def test_unreadable_manifests_are_refused(inspect_bytes: Inspect, body: bytes) -
     assert inspect_bytes(archive(body)).code == "manifest_invalid"
 
 
+_HOSTILE_JSON = {
+    "nesting": b'{"manifest_version": "0.3", "_meta": {"x": {"y": '
+    + b"[" * 200_000
+    + b"]" * 200_000
+    + b"}}}",
+    "long integer": b'{"manifest_version": "0.3", "x": ' + b"9" * 5000 + b"}",
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "code"), [("nesting", "manifest_too_deep"), ("long integer", "manifest_invalid")]
+)
+def test_json_that_breaks_the_parser_is_refused_not_raised(
+    inspect_bytes: Inspect, kind: str, code: str
+) -> None:
+    result = inspect_bytes(archive(_HOSTILE_JSON[kind]))
+    assert (result.verdict, result.code) == ("refused", code)
+
+
+def test_nesting_up_to_the_bound_is_read(inspect_bytes: Inspect) -> None:
+    deep: Any = "leaf"
+    for _ in range(60):  # with the manifest and _meta levels: 62 of the 64 allowed
+        deep = {"k": deep}
+    manifest = base_manifest(_meta={"com.example": deep})
+    assert inspect_bytes(archive(manifest)).verdict == "accepted"
+
+
+def test_an_unforeseen_failure_is_a_refusal_not_a_traceback(
+    inspect_bytes: Inspect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bundle_operator.mcpb import reader
+
+    def broken(data: bytes) -> Any:
+        raise KeyError("something nobody foresaw")
+
+    monkeypatch.setattr(reader, "parse_manifest", broken)
+    result = inspect_bytes(archive(base_manifest()))
+    assert (result.verdict, result.code) == ("refused", "unreadable")
+    assert len(result.sha256) == 64
+
+
 # --- server ------------------------------------------------------------------------------------
 
 
