@@ -3,7 +3,8 @@
 The command must be node, python, python3 or a program inside the bundle, and never comes from a
 person's value. Arguments and environment values may use the bundle's folder, the person's
 folders and user_config values. Environment variables that change what runs are refused, except
-NODE_PATH and PYTHONPATH when every entry points inside the bundle.
+NODE_PATH and PYTHONPATH when every entry points inside the bundle: the policy, name by name, is
+written out above ``_RUNTIME_PREFIXES``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,27 @@ DIRNAME = "${__dirname}"
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-# Variables that load code, pick the interpreter or rewrite how a program starts.
+# The environment policy, by name (compared in upper case, as Windows does):
+# 1. NODE_PATH and PYTHONPATH are allowed when every entry is inside the bundle.
+# 2. A few runtime settings that change how output looks, never what code runs, are allowed.
+# 3. Every other NODE_* and PYTHON* variable is refused: the runtimes keep adding ones that load
+#    code or move caches and configuration (NODE_OPTIONS, NODE_COMPILE_CACHE, PYTHONSTARTUP,
+#    PYTHONPYCACHEPREFIX...), so only the known-harmless ones pass, not the known-bad ones fail.
+# 4. The names and prefixes below are refused: they load code or libraries, pick the
+#    interpreter or shell, or move the folders programs read configuration and startup files from
+#    (HOME, APPDATA, XDG_*), or change what TLS trusts (OPENSSL_CONF even loads engines).
+# Anything else (API_KEY, LOG_LEVEL, DATA_DIR...) is the bundle's own setting and is allowed.
+_RUNTIME_PREFIXES = ("NODE_", "PYTHON")
+_HARMLESS_RUNTIME = frozenset(
+    {
+        "NODE_ENV",
+        "NODE_NO_WARNINGS",
+        "PYTHONUNBUFFERED",
+        "PYTHONIOENCODING",
+        "PYTHONUTF8",
+        "PYTHONDONTWRITEBYTECODE",
+    }
+)
 _RUNS_CODE = frozenset(
     {
         "PATH",
@@ -36,20 +57,23 @@ _RUNS_CODE = frozenset(
         "BASHOPTS",
         "BASH_ENV",
         "ENV",
+        "ZDOTDIR",
         "IFS",
         "PS4",
-        "NODE_OPTIONS",
-        "NODE_REPL_EXTERNAL_MODULE",
-        "ELECTRON_RUN_AS_NODE",
-        "PYTHONHOME",
-        "PYTHONSTARTUP",
-        "PYTHONEXECUTABLE",
-        "PYTHONUSERBASE",
-        "PYTHONINSPECT",
-        "PYTHONWARNINGS",
-        "PYTHONBREAKPOINT",
-        "PYTHONPLATLIBDIR",
-        "PYTHONSAFEPATH",
+        "HOME",
+        "USERPROFILE",
+        "HOMEDRIVE",
+        "HOMEPATH",
+        "APPDATA",
+        "LOCALAPPDATA",
+        "PROGRAMDATA",
+        "SYSTEMROOT",
+        "WINDIR",
+        "PSMODULEPATH",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
         "PERL5OPT",
         "PERL5LIB",
         "PERLLIB",
@@ -60,10 +84,24 @@ _RUNS_CODE = frozenset(
         "JDK_JAVA_OPTIONS",
         "CLASSPATH",
         "GCONV_PATH",
+        "GLIBC_TUNABLES",
+        "LOCPATH",
+        "NLSPATH",
         "HOSTALIASES",
     }
 )
-_RUNS_CODE_PREFIXES = ("LD_", "DYLD_", "UV_", "PIP_", "NPM_CONFIG_", "MALLOC_")
+_RUNS_CODE_PREFIXES = (
+    "LD_",
+    "DYLD_",
+    "UV_",
+    "PIP_",
+    "NPM_CONFIG_",
+    "MALLOC_",
+    "OPENSSL_",
+    "XDG_",
+    "ELECTRON_",
+    "GIT_",
+)
 _INSIDE_ONLY = frozenset({"NODE_PATH", "PYTHONPATH"})
 
 
@@ -150,7 +188,9 @@ def check_launch(
         upper = key.upper()
         if upper in _INSIDE_ONLY:
             _check_search_path(value, where, platform, limits)
-        elif upper in _RUNS_CODE or upper.startswith(_RUNS_CODE_PREFIXES):
+        elif upper in _HARMLESS_RUNTIME:
+            continue
+        elif upper in _RUNS_CODE or upper.startswith(_RUNS_CODE_PREFIXES + _RUNTIME_PREFIXES):
             raise Refused("env", f"{where} changes what runs, so it is refused")
 
 

@@ -404,6 +404,22 @@ def test_arguments_may_use_every_documented_variable(inspect_bytes: Inspect) -> 
         "UV_INDEX_URL",
         "npm_config_registry",
         "PERL5OPT",
+        "HOME",
+        "USERPROFILE",
+        "APPDATA",
+        "LOCALAPPDATA",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "OPENSSL_CONF",
+        "OPENSSL_MODULES",
+        "OPENSSL_ENGINES",
+        "PYTHONPYCACHEPREFIX",
+        "PYTHONUSERBASE",
+        "NODE_COMPILE_CACHE",
+        "NODE_EXTRA_CA_CERTS",
+        "NODE_TLS_REJECT_UNAUTHORIZED",
+        "SSL_CERT_FILE",
+        "GIT_SSH_COMMAND",
     ],
 )
 def test_environment_that_changes_what_runs_is_refused(inspect_bytes: Inspect, name: str) -> None:
@@ -449,6 +465,12 @@ def test_search_paths_outside_the_bundle_are_refused(inspect_bytes: Inspect, val
 def test_ordinary_environment_may_carry_user_values(inspect_bytes: Inspect) -> None:
     env = {"API_KEY": "${user_config.api_key}", "LOG_LEVEL": "info", "DATA_DIR": "${DOCUMENTS}/weather"}
     assert inspect_bytes(archive(base_manifest(server=mcp_config(env=env)))).verdict == "accepted"
+
+
+@pytest.mark.parametrize("name", ["NODE_ENV", "NODE_NO_WARNINGS", "PYTHONUNBUFFERED", "PYTHONIOENCODING"])
+def test_runtime_settings_that_do_not_change_what_runs_are_allowed(inspect_bytes: Inspect, name: str) -> None:
+    result = inspect_bytes(archive(base_manifest(server=mcp_config(env={name: "${user_config.units}"}))))
+    assert result.verdict == "accepted", result.reason
 
 
 def test_an_invalid_environment_name_is_refused(inspect_bytes: Inspect) -> None:
