@@ -6,6 +6,7 @@ type bits are zero is a regular file (or a folder when its name ends with ``/``)
 
 from __future__ import annotations
 
+import bisect
 import stat
 import unicodedata
 from dataclasses import dataclass
@@ -71,6 +72,8 @@ def check_relative_path(name: str, what: str, limits: Limits) -> str:
         parts = parts[1:]
     if not parts:
         raise Refused("entry_path", f"{what} '{shown}' names no file")
+    if len(parts) > limits.max_path_depth:
+        raise Refused("entry_path_depth", f"{what} is more than {limits.max_path_depth} folders deep")
     for part in parts:
         if part == "..":
             raise Refused("entry_path", f"{what} '{shown}' escapes the archive with '..'")
@@ -160,12 +163,17 @@ def check_entries(raws: list[RawEntry], limits: Limits) -> list[Entry]:
 
 def _check_parents(entries: list[Entry]) -> None:
     # A file may not also be a folder: 'a' as a file and 'a/b' inside it would fight on disk.
-    files = {unicodedata.normalize("NFC", e.name).casefold(): e.name for e in entries if not e.is_dir}
+    # Sorted, every name under 'a/' sits at or after the insertion point of 'a/' and the first one
+    # there starts with it if any does: a binary search per file instead of a scan per prefix.
+    folded = sorted(unicodedata.normalize("NFC", e.name).casefold() for e in entries)
+    shown = {unicodedata.normalize("NFC", e.name).casefold(): e.name for e in entries}
     for e in entries:
-        parts = unicodedata.normalize("NFC", e.name).casefold().split("/")
-        for i in range(1, len(parts)):
-            parent = "/".join(parts[:i])
-            if parent in files:
-                raise Refused(
-                    "entry_duplicate", f"entry '{e.name}' sits inside '{files[parent]}', which is a file"
-                )
+        if e.is_dir:
+            continue
+        name = unicodedata.normalize("NFC", e.name).casefold()
+        inside = name + "/"
+        at = bisect.bisect_left(folded, inside)
+        if at < len(folded) and folded[at].startswith(inside):
+            raise Refused(
+                "entry_duplicate", f"entry '{shown[folded[at]]}' sits inside '{e.name}', which is a file"
+            )

@@ -19,6 +19,9 @@ class Limits:
     max_signature_bytes: int = 1 * MiB
     max_path_bytes: int = 1024
     max_name_component_bytes: int = 255
+    # Real bundles nest a dozen folders deep (node_modules included); deeper is only ever a way to
+    # make every per-path check cost more.
+    max_path_depth: int = 64
 
 
 DEFAULT_LIMITS = Limits()

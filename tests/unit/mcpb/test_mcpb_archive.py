@@ -7,6 +7,7 @@ import io
 import os
 import stat
 import struct
+import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -116,6 +117,40 @@ def test_duplicate_names_are_refused(inspect_bytes: Inspect) -> None:
 def test_a_file_and_a_folder_of_the_same_name_are_refused(inspect_bytes: Inspect) -> None:
     entries = [*honest_entries(), RawEntry("lib", b"file"), RawEntry("lib/inner.js", b"x")]
     assert inspect_bytes(write_zip(entries)).code == "entry_duplicate"
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["lib", "lib-extra/x.js", "lib.d/y.js", "lib/deep/inner.js"],  # '-' and '.' sort before '/'
+        ["deep/a/b/c", "Deep/A/B/c/d.js"],
+    ],
+)
+def test_a_file_with_entries_inside_it_is_refused_wherever_they_sort(
+    inspect_bytes: Inspect, names: list[str]
+) -> None:
+    entries = [*honest_entries(), *(RawEntry(n, b"x") for n in names)]
+    assert inspect_bytes(write_zip(entries)).code == "entry_duplicate"
+
+
+def test_paths_deeper_than_64_folders_are_refused(inspect_bytes: Inspect) -> None:
+    ok = "/".join(["d"] * 63) + "/file.js"  # 64 parts
+    assert inspect_bytes(write_zip([*honest_entries(), RawEntry(ok, b"x")])).verdict == "accepted"
+    deep = "/".join(["d"] * 64) + "/file.js"
+    result = inspect_bytes(write_zip([*honest_entries(), RawEntry(deep, b"x")]))
+    assert (result.verdict, result.code) == ("refused", "entry_path_depth")
+
+
+def test_thousands_of_very_deep_entries_are_judged_quickly(inspect_bytes: Inspect) -> None:
+    # 19,000 names of 500 parts each: checking every prefix of every name against the files was
+    # quadratic in the depth (about 17 s of CPU for one archive of 40 MB).
+    prefix = "a/" * 500
+    entries = [*honest_entries(), *(RawEntry(f"{prefix}f{i:05}", b"", method=0) for i in range(19_000))]
+    data = write_zip(entries)
+    started = time.process_time()
+    result = inspect_bytes(data)
+    assert (result.verdict, result.code) == ("refused", "entry_path_depth")
+    assert time.process_time() - started < 2.0
 
 
 @pytest.mark.parametrize("other", ["SERVER/index.js", "server/INDEX.js", "Server/Index.JS"])
