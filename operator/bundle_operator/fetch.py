@@ -29,6 +29,41 @@ import httpx
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+# Never public, whatever the running Python's ipaddress tables say (they change between releases:
+# fec0::/10, deprecated site-local, counted as global in some). Embedded IPv4 (mapped, 6to4,
+# NAT64) is judged by its IPv4 address instead, so those prefixes are not listed here.
+_NEVER_PUBLIC: tuple[IPNetwork, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.88.99.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::/128",
+        "::1/128",
+        "::/96",  # IPv4-compatible, deprecated
+        "64:ff9b:1::/48",  # local-use NAT64
+        "100::/64",  # discard-only
+        "2001:db8::/32",
+        "3fff::/20",  # documentation
+        "5f00::/16",  # SRv6 SIDs
+        "fc00::/7",
+        "fe80::/10",
+        "fec0::/10",
+        "ff00::/8",
+    )
+)
 _REDIRECTS = (301, 302, 303, 307, 308)
 _CHUNK = 256 * 1024
 
@@ -67,9 +102,13 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
 def is_public_address(ip: IPAddress) -> bool:
     """Whether ``ip`` is a globally routable unicast address (embedded IPv4 judged as IPv4)."""
     if isinstance(ip, ipaddress.IPv6Address):
+        if ip.scope_id is not None:
+            return False
         inner = _embedded_ipv4(ip)
         if inner is not None:
             return is_public_address(inner)
+    if any(ip in net for net in _NEVER_PUBLIC if net.version == ip.version):
+        return False
     return ip.is_global and not (
         ip.is_multicast
         or ip.is_private
@@ -87,6 +126,11 @@ def shown(url: httpx.URL) -> str:
     return f"{url.scheme}://{host}{port}{url.path}"
 
 
+def ascii_host(url: httpx.URL) -> str:
+    """The URL's host as it goes on the wire: IDNA (``xn--``) for a name, which Host and SNI need."""
+    return url.raw_host.decode("ascii")
+
+
 def _allowed(ip: IPAddress, allow_networks: Sequence[IPNetwork]) -> bool:
     return is_public_address(ip) or any(ip in net for net in allow_networks if ip.version == net.version)
 
@@ -97,7 +141,7 @@ async def resolve_checked(url: httpx.URL, allow_networks: Sequence[IPNetwork]) -
         raise FetchRefused("not_https", f"{shown(url)} is not an https address")
     if url.userinfo:
         raise FetchRefused("credentials_in_url", f"{shown(url)} carries credentials in the URL")
-    host = url.host
+    host = ascii_host(url)
     if not host:
         raise FetchRefused("bad_url", "the URL has no host")
     try:
@@ -119,15 +163,16 @@ async def resolve_checked(url: httpx.URL, allow_networks: Sequence[IPNetwork]) -
 
 
 def _pinned_request(client: httpx.AsyncClient, url: httpx.URL, ip: IPAddress) -> httpx.Request:
-    """A GET sent to ``ip`` while TLS and Host still name the URL's host."""
-    host = f"[{url.host}]" if ":" in url.host else url.host
+    """A GET sent to ``ip`` while TLS and Host still name the URL's host (in its ASCII form)."""
+    name = ascii_host(url)
+    host = f"[{name}]" if ":" in name else name
     host_header = host if url.port in (None, 443) else f"{host}:{url.port}"
     headers = {"Host": host_header, "Accept-Encoding": "identity"}
     extensions: dict[str, str] = {}
     try:
-        ipaddress.ip_address(url.host)
+        ipaddress.ip_address(name)
     except ValueError:
-        extensions["sni_hostname"] = url.host
+        extensions["sni_hostname"] = name
     return client.build_request("GET", url.copy_with(host=str(ip)), headers=headers, extensions=extensions)
 
 
@@ -150,12 +195,9 @@ async def fetch_to_file(
     networks = [ipaddress.ip_network(n) if isinstance(n, str) else n for n in allow_networks]
     try:
         with anyio.fail_after(total_timeout):
-            async with httpx.AsyncClient(
-                verify=verify, timeout=io_timeout, follow_redirects=False, trust_env=False
-            ) as client:
-                return await _follow(
-                    client, httpx.URL(url), expected, max_bytes, dest_dir, networks, max_redirects
-                )
+            return await _follow(
+                httpx.URL(url), expected, max_bytes, dest_dir, networks, max_redirects, verify, io_timeout
+            )
     except TimeoutError:
         raise FetchRefused("timeout", f"the download from {shown(httpx.URL(url))} took too long") from None
     except httpx.InvalidURL:
@@ -163,28 +205,36 @@ async def fetch_to_file(
 
 
 async def _follow(
-    client: httpx.AsyncClient,
     url: httpx.URL,
     expected: str,
     max_bytes: int,
     dest_dir: str | os.PathLike[str] | None,
     networks: Sequence[IPNetwork],
     max_redirects: int,
+    verify: ssl.SSLContext | bool,
+    io_timeout: float,
 ) -> Fetched:
     for _hop in range(max_redirects + 1):
-        response = await _connect(client, url, await resolve_checked(url, networks))
-        try:
-            if response.status_code in _REDIRECTS:
-                location = response.headers.get("location")
-                if not location:
-                    raise FetchRefused("bad_redirect", f"{shown(url)} redirects nowhere")
-                url = url.join(location)
-                continue
-            if response.status_code != 200:
-                raise FetchRefused("http_status", f"{shown(url)} answered {response.status_code}")
-            return await _save(response, url, expected, max_bytes, dest_dir)
-        finally:
-            await response.aclose()
+        addresses = await resolve_checked(url, networks)
+        # A fresh client, so a fresh connection, for every hop: requests go to the checked address,
+        # so the pool would key a connection by IP and hand one verified for one host's name to
+        # the next host's request on the same address.
+        async with httpx.AsyncClient(
+            verify=verify, timeout=io_timeout, follow_redirects=False, trust_env=False
+        ) as client:
+            response = await _connect(client, url, addresses)
+            try:
+                if response.status_code in _REDIRECTS:
+                    location = response.headers.get("location")
+                    if not location:
+                        raise FetchRefused("bad_redirect", f"{shown(url)} redirects nowhere")
+                    url = url.join(location)
+                    continue
+                if response.status_code != 200:
+                    raise FetchRefused("http_status", f"{shown(url)} answered {response.status_code}")
+                return await _save(response, url, expected, max_bytes, dest_dir)
+            finally:
+                await response.aclose()
     raise FetchRefused("too_many_redirects", f"more than {max_redirects} redirects")
 
 

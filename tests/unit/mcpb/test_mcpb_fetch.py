@@ -6,6 +6,7 @@ import datetime
 import hashlib
 import ipaddress
 import os
+import socket
 import ssl
 import stat
 import threading
@@ -42,6 +43,7 @@ class Server:
     ca: ssl.SSLContext
     hits: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
+    peers: list[int] = field(default_factory=list)  # the client's port: one per connection
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"https://{host}:{self.port}{path}"
@@ -93,6 +95,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             srv = state["server"]
             srv.hits.append(self.path)
             srv.hosts.append(self.headers.get("Host", ""))
+            srv.peers.append(self.client_address[1])
             parts = urlsplit(self.path)
             query = parse_qs(parts.query)
             if parts.path == "/file":
@@ -265,6 +268,46 @@ async def test_a_name_is_resolved_checked_and_kept_for_tls_and_host(server: Serv
     assert server.hosts[-1] == f"localhost:{server.port}"
 
 
+async def test_each_redirect_hop_gets_its_own_connection(server: Server, tmp_path: Path) -> None:
+    # Both names are this server's address: a pooled connection verified for 'localhost' must not
+    # carry the request for another host (requests are sent to the checked IP, so the pool would).
+    before = len(server.peers)
+    got = await fetch_to_file(
+        server.url("/redirect?to=" + server.url("/file")).replace("127.0.0.1", "localhost", 1),
+        expected_sha256=PAYLOAD_SHA,
+        max_bytes=1_000_000,
+        dest_dir=tmp_path,
+        allow_networks=[*LOOPBACK, "::1/128"],
+        verify=server.ca,
+    )
+    assert got.path.read_bytes() == PAYLOAD
+    first, second = server.peers[before:]
+    assert first != second
+    assert server.hosts[-2:] == [f"localhost:{server.port}", f"127.0.0.1:{server.port}"]
+
+
+async def test_an_international_name_goes_out_in_its_ascii_form(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bundle_operator import fetch
+
+    async def dns(host: str, port: int, **kwargs: object) -> list[tuple[object, ...]]:
+        assert host == "xn--bcher-kva.example"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(fetch.anyio, "getaddrinfo", dns)
+    got = await fetch_to_file(
+        server.url("/file", host="bücher.example"),
+        expected_sha256=PAYLOAD_SHA,
+        max_bytes=1_000_000,
+        dest_dir=tmp_path,
+        allow_networks=LOOPBACK,
+        verify=False,  # the test certificate does not name the host; what is checked is the Host header
+    )
+    assert got.path.read_bytes() == PAYLOAD
+    assert server.hosts[-1] == f"xn--bcher-kva.example:{server.port}"
+
+
 async def test_tls_is_verified(server: Server, tmp_path: Path) -> None:
     with pytest.raises(FetchRefused) as exc:
         await fetch_to_file(
@@ -324,6 +367,9 @@ async def test_names_with_private_answers_are_refused_before_connecting() -> Non
         ("::", False),
         ("fe80::1", False),
         ("fc00::1", False),
+        ("fec0::1", False),  # site-local, deprecated: not public whatever Python's tables say
+        ("fec0::a9fe:a9fe", False),
+        ("2001:db8::1", False),
         ("ff02::1", False),
         ("::ffff:10.0.0.1", False),
         ("::ffff:127.0.0.1", False),
