@@ -4,7 +4,15 @@
 math is done with ``cryptography``'s primitives. Signed attributes are hashed exactly as they are
 stored: the official signer (node-forge) does not sort them into DER order, and re-encoding them
 would break every signature it makes. Trust is not decided here: a signature that matches reports
-the certificate's own name and fingerprint, and says plainly that nobody checked that name.
+the certificate's own name and fingerprint, and says plainly what was checked and that nobody
+checked that name.
+
+The whole CMS structure is parsed, not only the fields read here: garbage anywhere in it makes the
+block invalid. The signer's certificate is not covered by the signature, so on its own an edited
+subject would still "verify"; it must therefore be signed either by its own key (self-signed) or
+by an issuer certificate carried in the block, or the signature is invalid. That refuses a
+certificate issued by a CA whose certificate the packer left out: its name could not be checked
+even against its issuer, and the official packer includes the chain it is given.
 """
 
 from __future__ import annotations
@@ -15,15 +23,17 @@ from typing import Literal
 
 from asn1crypto import cms, core
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 SignatureStatus = Literal["unsigned", "signed", "tampered", "invalid"]
 
 NOBODY_CHECKED = (
-    "The certificate names itself; nobody checked that this name belongs to whoever made the bundle."
+    "Checked: the signature matches the bundle's bytes, and the certificate is intact (signed by its "
+    "own key or by an issuer that came with it). Not checked: trust. The certificate names itself; "
+    "nobody checked that this name belongs to whoever made the bundle."
 )
 UNSIGNED_NOTE = "The bundle is not signed, so there is no way to tell who made it."
 
@@ -93,6 +103,8 @@ def parse(der: bytes) -> ParsedSignature | SignatureResult:
 
 def _parse(der: bytes) -> ParsedSignature:
     info = cms.ContentInfo.load(der, strict=True)
+    # asn1crypto parses lazily; .native walks every field, so damage nobody reads still counts.
+    info.native  # noqa: B018
     if info["content_type"].native != "signed_data":
         raise _Invalid("the signature block is not CMS SignedData")
     signed = info["content"]
@@ -114,13 +126,53 @@ def _parse(der: bytes) -> ParsedSignature:
         certificate = x509.load_der_x509_certificate(cert_der)
     except ValueError:
         raise _Invalid("the signer's certificate cannot be read") from None
-    if certificate.issuer == certificate.subject:
-        # A self-issued certificate can be checked against itself; one that fails was altered.
-        try:
-            certificate.verify_directly_issued_by(certificate)
-        except (InvalidSignature, ValueError, TypeError):
-            raise _Invalid("the signer's self-signed certificate does not verify (it was altered)") from None
+    if not _intact(certificate, _carried(signed, cert_der)):
+        if certificate.issuer == certificate.subject:
+            raise _Invalid("the signer's self-signed certificate does not verify (it was altered)")
+        raise _Invalid(
+            "the signer's certificate is signed neither by its own key nor by an issuer in the "
+            "signature, so it may have been altered"
+        )
     return ParsedSignature(digest_algorithm, signer, certificate, cert_der)
+
+
+def _carried(signed: cms.SignedData, signer_der: bytes) -> list[x509.Certificate]:
+    """The other certificates in the block that ``cryptography`` can read."""
+    out = []
+    for choice in signed["certificates"]:
+        if choice.name != "certificate" or choice.chosen.dump() == signer_der:
+            continue
+        try:
+            out.append(x509.load_der_x509_certificate(choice.chosen.dump()))
+        except ValueError:
+            continue
+    return out
+
+
+def _intact(certificate: x509.Certificate, carried: list[x509.Certificate]) -> bool:
+    """Whether the certificate's own signature verifies with its key or a carried issuer's."""
+    issuers = [certificate, *(c for c in carried if c.subject == certificate.issuer)]
+    return any(_signed_by(certificate, issuer.public_key()) for issuer in issuers)
+
+
+def _signed_by(certificate: x509.Certificate, key: object) -> bool:
+    tbs, value = certificate.tbs_certificate_bytes, certificate.signature
+    algorithm = certificate.signature_hash_algorithm
+    try:
+        if isinstance(key, rsa.RSAPublicKey) and algorithm is not None:
+            pad = certificate.signature_algorithm_parameters
+            if not isinstance(pad, padding.PKCS1v15 | padding.PSS):
+                return False
+            key.verify(value, tbs, pad, algorithm)
+        elif isinstance(key, ec.EllipticCurvePublicKey) and algorithm is not None:
+            key.verify(value, tbs, ec.ECDSA(algorithm))
+        elif isinstance(key, ed25519.Ed25519PublicKey | ed448.Ed448PublicKey):
+            key.verify(value, tbs)
+        else:
+            return False
+    except (InvalidSignature, ValueError, TypeError, UnsupportedAlgorithm):
+        return False
+    return True
 
 
 def _find_certificate(signed: cms.SignedData, signer: cms.SignerInfo) -> cms.Certificate:

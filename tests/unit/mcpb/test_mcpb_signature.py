@@ -331,3 +331,86 @@ def test_an_altered_self_signed_certificate_is_invalid(
     assert renamed != der
     result = inspect_bytes(unsigned + signature_block(renamed))
     assert (result.code, result.signature.status) == ("signature_invalid", "invalid")  # type: ignore[union-attr]
+
+
+def test_a_certificate_whose_subject_was_edited_is_invalid(
+    inspect_bytes: Inspect, unsigned: bytes, rsa_signer: Signer
+) -> None:
+    # Only the subject changes (the issuer keeps the old name), so the certificate no longer claims
+    # to be self-signed, and the signature over the bundle still matches its key.
+    der = cms_detached(rsa_signer, unsigned)
+    issuer_at = der.index(b"Weather Publisher")
+    subject_at = der.index(b"Weather Publisher", issuer_at + 1)
+    edited = der[:subject_at] + b"Anthropic PBC Inc" + der[subject_at + 17 :]
+    result = inspect_bytes(unsigned + signature_block(edited))
+    assert (result.verdict, result.code) == ("refused", "signature_invalid")
+    assert result.signature is not None
+    assert (result.signature.status, result.signature.subject) == ("invalid", None)
+
+
+def test_damage_in_fields_nobody_reads_makes_the_signature_invalid(
+    inspect_bytes: Inspect, unsigned: bytes, rsa_signer: Signer
+) -> None:
+    der = bytearray(cms_detached(rsa_signer, unsigned))
+    at = der.index(b"\x02\x01\x01\x31")  # SignedData version 1, then the digestAlgorithms SET
+    der[at + 2 : at + 4] = b"\x2b\x0b"  # garbage where the SET starts
+    result = inspect_bytes(unsigned + signature_block(bytes(der)))
+    assert (result.verdict, result.code) == ("refused", "signature_invalid")
+    assert result.signature is not None and result.signature.status == "invalid"
+
+
+def test_a_certificate_issued_by_a_ca_carried_in_the_block_is_signed(
+    inspect_bytes: Inspect, unsigned: bytes
+) -> None:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import Encoding as Enc
+    from cryptography.x509.oid import NameOID
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+
+    def cert(
+        subject: str, issuer: str, key: ec.EllipticCurvePrivateKey, signer: ec.EllipticCurvePrivateKey
+    ) -> x509.Certificate:
+        return (
+            x509.CertificateBuilder()
+            .subject_name(name(subject))
+            .issuer_name(name(issuer))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .sign(signer, hashes.SHA256())
+        )
+
+    ca = cert("Example CA", "Example CA", ca_key, ca_key)
+    leaf = cert("Weather Publisher", "Example CA", leaf_key, ca_key)
+    options = [pkcs7.PKCS7Options.DetachedSignature, pkcs7.PKCS7Options.Binary]
+    builder = pkcs7.PKCS7SignatureBuilder().set_data(unsigned).add_signer(leaf, leaf_key, hashes.SHA256())
+    with_ca = builder.add_certificate(ca).sign(Enc.DER, options)
+    result = inspect_bytes(unsigned + signature_block(with_ca))
+    assert result.signature is not None
+    assert (result.verdict, result.signature.status, result.signature.subject) == (
+        "accepted",
+        "signed",
+        "CN=Weather Publisher",
+    )
+    # Without its issuer, nothing shows the certificate is the one the CA made.
+    alone = builder.sign(Enc.DER, options)
+    result = inspect_bytes(unsigned + signature_block(alone))
+    assert result.signature is not None and result.signature.status == "invalid"
+
+
+def test_a_signed_bundle_says_plainly_what_was_checked(
+    inspect_bytes: Inspect, unsigned: bytes, rsa_signer: Signer
+) -> None:
+    result = inspect_bytes(sign_bytes(unsigned, rsa_signer))
+    assert result.signature is not None and result.signature.status == "signed"
+    assert "Checked: the signature matches the bundle's bytes" in (result.signature.detail or "")
+    assert "Not checked: trust" in (result.signature.detail or "")
