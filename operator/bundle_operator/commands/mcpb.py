@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from bundle_operator.mcpb.convert import to_bundle
-from bundle_operator.mcpb.errors import Refused
+from bundle_operator.mcpb.errors import Refused, printable
 from bundle_operator.mcpb.extract import extract_file
 from bundle_operator.mcpb.launch import PLATFORMS
 from bundle_operator.mcpb.reader import Inspection, inspect_file
@@ -87,36 +87,42 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _text(inspection: Inspection) -> str:
+    # Every value below comes from the archive or its certificate, which an attacker writes: each
+    # goes through printable() so none can move the cursor, clear the screen or fake a line.
+    p = printable
     lines = []
     if inspection.refused:
-        lines.append(f"refused ({inspection.code}): {inspection.reason}")
+        lines.append(f"refused ({p(inspection.code or '')}): {p(inspection.reason or '')}")
     elif inspection.verdict == "not_runnable":
-        lines.append(f"not runnable ({inspection.code}): {inspection.reason}")
+        lines.append(f"not runnable ({p(inspection.code or '')}): {p(inspection.reason or '')}")
     else:
         lines.append("accepted")
     lines.append(f"sha256: {inspection.sha256}")
     m = inspection.manifest
     if m is not None:
-        lines.append(f"bundle: {m.name} {m.version} (manifest {m.manifest_version}, {m.server_type} server)")
-        lines.append(f"runs: {' '.join([m.command, *m.args])}")
+        lines.append(
+            f"bundle: {p(m.name)} {p(m.version)} "
+            f"(manifest {p(m.manifest_version)}, {p(m.server_type)} server)"
+        )
+        lines.append(f"runs: {p(' '.join([m.command, *m.args]))}")
         if m.env:
-            lines.append(f"env: {', '.join(sorted(m.env))}")
-        lines.append(f"platforms: {', '.join(m.platforms)}")
+            lines.append(f"env: {p(', '.join(sorted(m.env)))}")
+        lines.append(f"platforms: {p(', '.join(m.platforms))}")
     s = inspection.signature
     if s is not None:
         if s.status == "signed":
-            lines.append(f"signature: signed by {s.subject}")
+            lines.append(f"signature: signed by {p(s.subject or '')}")
             lines.append(f"  certificate SHA-256 fingerprint: {s.fingerprint_sha256}")
-            lines.append(f"  {s.detail}")
+            lines.append(f"  {p(s.detail or '')}")
         elif s.status == "unsigned":
-            lines.append(f"signature: unsigned. {s.detail}")
+            lines.append(f"signature: unsigned. {p(s.detail or '')}")
         else:
-            lines.append(f"signature: {s.status}: {s.detail}")
+            lines.append(f"signature: {s.status}: {p(s.detail or '')}")
     if inspection.setup:
         lines.append("setup:")
         for f in inspection.setup:
             need = "required" if f.required else "optional"
-            lines.append(f"  {f.key}  {f.type}  {need}  {f.label}")
+            lines.append(f"  {p(f.key)}  {f.type}  {need}  {p(f.label)}")
     return "\n".join(lines)
 
 
@@ -162,7 +168,7 @@ def _to_bundle(args: argparse.Namespace) -> int:
         print(f"refused ({refusal.code}): {refusal.reason}", file=sys.stderr)
         return EXIT_REFUSED
     for warning in conversion.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {printable(warning)}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps(conversion.document, indent=2))
     else:

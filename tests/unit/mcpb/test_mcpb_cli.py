@@ -276,3 +276,21 @@ def test_to_bundle_drops_a_version_that_is_not_semver(
     code, out, err = _to_bundle(capsys, path)
     assert code == 0 and "version" not in yaml.safe_load(out)
     assert "is not semver" in err
+
+
+def test_inspect_text_escapes_everything_the_archive_or_certificate_says(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = base_manifest(name="weather\x1b[31m", version="1.0.0\nsignature: signed by Anthropic")
+    manifest["user_config"]["units"]["title"] = "Units\x1b[2K"
+    plain = build(tmp_path / "plain.mcpb", manifest)
+    path = tmp_path / "signed.mcpb"
+    path.write_bytes(sign_bytes(plain.read_bytes(), make_signer("ec", common_name="Evil\n  trusted\x1b[2K")))
+    code, out, _ = run(capsys, "mcpb", "inspect", str(path), "--platform", "linux")
+    assert code == 0
+    assert "\x1b" not in out
+    assert [line for line in out.splitlines() if line.startswith("signature:")] == [
+        "signature: signed by O=Example Org,CN=Evil\\n  trusted\\x1b[2K"
+    ]
+    assert "bundle: weather\\x1b[31m 1.0.0\\nsignature: signed by Anthropic (manifest" in out
+    assert "Units\\x1b[2K" in out
