@@ -425,7 +425,7 @@ async def apply(
                     superseded.append(item)  # what is left of the old one goes once the run succeeds
             for item in decided:
                 entity = item.desired.entity
-                ids[entity] = entities[entity].primary_id or "" if entity in entities else ""
+                ids[entity] = entities[entity].primary_id or ""
                 if item.action == "UPDATE":
                     updates.append(item)
                 elif item.action == "REUSE":
