@@ -134,7 +134,16 @@ def read_layout(f: BinaryIO, size: int, limits: Limits) -> Layout:
         z64 = _pread(f, z64_offset, ZIP64_EOCD_SIZE)
         if z64[:4] != ZIP64_EOCD_MAGIC:
             raise Refused("zip_malformed", "the zip64 end record is missing")
-        disk, cd_disk, n_disk, n_total, cd_size, cd_offset = struct.unpack_from("<2I4Q", z64, 16)
+        classic = (disk, cd_disk, n_disk, n_total, cd_size, cd_offset)
+        wide = struct.unpack_from("<2I4Q", z64, 16)
+        saturated = [value in (0xFFFF, 0xFFFFFFFF) for value in classic]
+        # Readers that ignore zip64 use the classic fields: both views must be the same archive,
+        # so the zip64 record only counts where a classic field is full, and agrees elsewhere.
+        if not any(saturated) or any(
+            not full and value != big for full, value, big in zip(saturated, classic, wide, strict=True)
+        ):
+            raise Refused("zip_malformed", "the zip64 end record disagrees with the classic one")
+        disk, cd_disk, n_disk, n_total, cd_size, cd_offset = wide
         cd_end = z64_offset
     elif 0xFFFF in (n_disk, n_total) or 0xFFFFFFFF in (cd_size, cd_offset):
         raise Refused("zip_malformed", "the zip claims zip64 sizes without a zip64 end record")

@@ -100,6 +100,10 @@ def _kind(raw: RawEntry, name: str) -> tuple[bool, bool]:
             raise Refused("entry_type", f"entry '{name}' is a device, pipe or socket, not a file")
         executable = bool(mode & stat.S_IXUSR)
     else:
+        # Whatever the creator system says, unzip and friends apply Unix mode bits found in the
+        # upper half and would create a link: refuse one wherever it is declared.
+        if stat.S_IFMT(raw.external_attr >> 16) == stat.S_IFLNK:
+            raise Refused("entry_link", f"entry '{name}' is a symbolic link")
         if raw.external_attr & WINDOWS_REPARSE_POINT:
             raise Refused("entry_link", f"entry '{name}' is a link (reparse point)")
         is_dir = bool(raw.external_attr & DOS_DIRECTORY) or named_dir

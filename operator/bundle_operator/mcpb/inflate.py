@@ -20,6 +20,9 @@ from bundle_operator.mcpb.errors import Refused
 from bundle_operator.mcpb.limits import Limits
 
 LOCAL_MAGIC = b"PK\x03\x04"
+DESCRIPTOR_MAGIC = b"PK\x07\x08"
+FLAG_DESCRIPTOR = 0x0008
+ZIP64_EXTRA_ID = 0x0001
 LOCAL_SIZE = 30
 READ_CHUNK = 1024 * 1024
 FEED_CHUNK = 64 * 1024
@@ -79,13 +82,59 @@ class UnpackCounter:
             )
 
 
+def _local_sizes(head: bytes, extra: bytes, name: str) -> tuple[int, int, int]:
+    """(crc, compressed, uncompressed) as the local header gives them, zip64 extra included."""
+    crc, csize, usize = struct.unpack_from("<3I", head, 14)
+    if 0xFFFFFFFF not in (csize, usize):
+        return crc, csize, usize
+    pos = 0
+    while pos + 4 <= len(extra):
+        tag, size = struct.unpack_from("<HH", extra, pos)
+        if tag == ZIP64_EXTRA_ID and size >= 16 and pos + 4 + 16 <= len(extra):
+            # In a local header the zip64 extra holds both sizes, uncompressed first.
+            usize, csize = struct.unpack_from("<2Q", extra, pos + 4)
+            return crc, csize, usize
+        pos += 4 + size
+    raise Refused("zip_malformed", f"entry '{name}' claims zip64 sizes without a zip64 extra field")
+
+
+def _descriptor_length(f: BinaryIO, entry: Entry, at: int, next_at: int) -> int:
+    """Length of the data descriptor at ``at``, which must repeat the central values and end at
+    ``next_at``; the four layouts differ in the optional signature and 32- or 64-bit sizes."""
+    f.seek(at)
+    window = f.read(min(24, max(0, next_at - at)))
+    for signed in (True, False):
+        for wide in (False, True):
+            length = (4 if signed else 0) + 4 + (16 if wide else 8)
+            if at + length != next_at or len(window) < length:
+                continue
+            body = window[4:] if signed else window
+            if signed and window[:4] != DESCRIPTOR_MAGIC:
+                continue
+            crc, csize, usize = struct.unpack_from("<I2Q" if wide else "<3I", body)
+            if (crc, csize, usize) == (entry.crc, entry.compressed_size, entry.uncompressed_size):
+                return length
+    raise Refused("zip_malformed", f"entry '{entry.name}' has a data descriptor that disagrees or is missing")
+
+
 def data_ranges(f: BinaryIO, entries: list[Entry], cd_offset: int) -> dict[int, int]:
-    """Map each entry's local offset to where its data starts; refuse overlaps and header mismatches."""
+    """Map each entry's local offset to where its data starts; refuse any other view of the zip.
+
+    A streaming unzipper reads local headers front to back, this reader follows the central
+    directory: the two must see the same archive. So the entries tile the file from byte 0 to
+    the central directory with no gap (nothing hidden before or between them) and no overlap, and
+    each local header agrees with its central record on name, method, flags, CRC and sizes (the
+    data descriptor's when bit 3 defers them there).
+    """
     starts: dict[int, int] = {}
-    previous_end = 0
-    for entry in sorted(entries, key=lambda e: e.local_offset):
-        if entry.local_offset < previous_end:
+    ordered = sorted(entries, key=lambda e: e.local_offset)
+    expected = 0
+    for i, entry in enumerate(ordered):
+        if entry.local_offset < expected:
             raise Refused("zip_malformed", f"entry '{entry.name}' overlaps another entry")
+        if entry.local_offset > expected:
+            where = "before the first entry" if i == 0 else f"before entry '{entry.name}'"
+            raise Refused("zip_malformed", f"the archive hides {entry.local_offset - expected} bytes {where}")
         f.seek(entry.local_offset)
         head = f.read(LOCAL_SIZE)
         if len(head) != LOCAL_SIZE or head[:4] != LOCAL_MAGIC:
@@ -94,13 +143,30 @@ def data_ranges(f: BinaryIO, entries: list[Entry], cd_offset: int) -> dict[int, 
         nlen, xlen = struct.unpack_from("<2H", head, 26)
         if f.read(nlen) != entry.raw_name:
             raise Refused("zip_malformed", f"entry '{entry.name}' has a different name in its local header")
-        if method != entry.method or (flags & FLAG_ENCRYPTED) != (entry.flags & FLAG_ENCRYPTED):
+        extra = f.read(xlen)
+        same_flags = (flags ^ entry.flags) & (FLAG_ENCRYPTED | FLAG_DESCRIPTOR) == 0
+        if method != entry.method or not same_flags or len(extra) != xlen:
             raise Refused("zip_malformed", f"entry '{entry.name}' has a local header that disagrees")
+        if not flags & FLAG_DESCRIPTOR:
+            local = _local_sizes(head, extra, entry.name)
+            if local != (entry.crc, entry.compressed_size, entry.uncompressed_size):
+                raise Refused(
+                    "zip_malformed",
+                    f"entry '{entry.name}' has a CRC or sizes in its local header that disagree",
+                )
         start = entry.local_offset + LOCAL_SIZE + nlen + xlen
-        previous_end = start + entry.compressed_size
-        if previous_end > cd_offset:
+        end = start + entry.compressed_size
+        if end > cd_offset:
             raise Refused("zip_malformed", f"entry '{entry.name}' runs into the central directory")
+        if flags & FLAG_DESCRIPTOR:
+            next_at = ordered[i + 1].local_offset if i + 1 < len(ordered) else cd_offset
+            end += _descriptor_length(f, entry, end, next_at)
         starts[entry.local_offset] = start
+        expected = end
+    if expected != cd_offset:
+        raise Refused(
+            "zip_malformed", f"the archive hides {cd_offset - expected} bytes before its central directory"
+        )
     return starts
 
 

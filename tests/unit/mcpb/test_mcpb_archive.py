@@ -371,3 +371,121 @@ def test_a_big_archive_reports_its_earliest_bad_entry_every_time(inspect_bytes: 
     blobs[5] = RawEntry("data/05.bin", b"fine")
     result = inspect_bytes(write_zip([*honest_entries(), *blobs]))
     assert result.reason == "entry 'data/20.bin' inflates to more than the 10 bytes it declares"
+
+
+# --- one view of the zip: what a streaming unzipper sees is what the central directory says ---
+
+
+def _prefixed(data: bytes, prefix: bytes) -> bytes:
+    """``prefix`` in front of the zip, with every offset moved so the zip is still consistent."""
+    out = bytearray(prefix + data)
+    eocd = out.rfind(b"PK\x05\x06")
+    (count,) = struct.unpack_from("<H", out, eocd + 10)
+    (cd_offset,) = struct.unpack_from("<I", out, eocd + 16)
+    struct.pack_into("<I", out, eocd + 16, cd_offset + len(prefix))
+    pos = cd_offset + len(prefix)
+    for _ in range(count):
+        nlen, xlen, clen = struct.unpack_from("<3H", out, pos + 28)
+        (local,) = struct.unpack_from("<I", out, pos + 42)
+        struct.pack_into("<I", out, pos + 42, local + len(prefix))
+        pos += 46 + nlen + xlen + clen
+    return bytes(out)
+
+
+def test_a_consistent_zip_behind_hidden_bytes_is_refused(inspect_bytes: Inspect) -> None:
+    honest = write_zip(honest_entries())
+    hidden = write_zip([RawEntry("server/index.js", b"EVIL")])
+    hidden_local = hidden[: hidden.index(b"PK\x01\x02")]  # a streaming unzipper would write this
+    for prefix in (b"J" * 4096, hidden_local):
+        result = inspect_bytes(_prefixed(honest, prefix))
+        assert (result.code, result.reason) == (
+            "zip_malformed",
+            f"the archive hides {len(prefix)} bytes before the first entry",
+        )
+
+
+def test_a_gap_between_entries_is_refused(inspect_bytes: Inspect) -> None:
+    data = bytearray(write_zip([*honest_entries(), RawEntry("a.txt", b"a", method=0)]))
+    last_local = data.rfind(b"PK\x03\x04")
+    cd = data.find(b"PK\x01\x02")
+    # Slide the last entry 8 bytes further and fix its central offset and the directory's.
+    moved = bytes(data[:last_local]) + b"\0" * 8 + bytes(data[last_local:])
+    out = bytearray(moved)
+    last_central = out.rfind(b"PK\x01\x02")
+    struct.pack_into("<I", out, last_central + 42, last_local + 8)
+    eocd = out.rfind(b"PK\x05\x06")
+    struct.pack_into("<I", out, eocd + 16, cd + 8)
+    result = inspect_bytes(bytes(out))
+    assert (result.code, result.reason) == ("zip_malformed", "the archive hides 8 bytes before entry 'a.txt'")
+
+
+@pytest.mark.parametrize(
+    ("offset", "value"),
+    [(14, 0xDEADBEEF), (18, 1), (22, 1)],  # CRC, compressed size, uncompressed size
+)
+def test_a_local_header_that_disagrees_with_the_central_one_is_refused(
+    inspect_bytes: Inspect, offset: int, value: int
+) -> None:
+    data = bytearray(write_zip(honest_entries()))
+    struct.pack_into("<I", data, offset, value)  # the first local header; the central one is honest
+    result = inspect_bytes(bytes(data))
+    assert (result.code, result.reason) == (
+        "zip_malformed",
+        "entry 'manifest.json' has a CRC or sizes in its local header that disagree",
+    )
+
+
+def test_a_data_descriptor_flag_only_in_the_local_header_is_refused(inspect_bytes: Inspect) -> None:
+    data = bytearray(write_zip(honest_entries()))
+    struct.pack_into("<H", data, 6, 0x0008)
+    assert inspect_bytes(bytes(data)).code == "zip_malformed"
+
+
+def test_python_zipfile_archives_with_data_descriptors_are_read(tmp_path: Path) -> None:
+    from .craft import base_manifest
+
+    class Unseekable(io.RawIOBase):
+        def __init__(self) -> None:
+            self.buf = io.BytesIO()
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b: bytes) -> int:  # type: ignore[override]
+            return self.buf.write(b)
+
+    sink = Unseekable()
+    with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED) as zf:  # type: ignore[arg-type]
+        zf.writestr("manifest.json", __import__("json").dumps(base_manifest()))
+        zf.writestr("server/index.js", b"x")
+    data = sink.buf.getvalue()
+    assert struct.unpack_from("<H", data, 6)[0] & 0x0008  # zipfile deferred the sizes
+    path = tmp_path / "stream.mcpb"
+    path.write_bytes(data)
+    assert inspect_file(path, platform="linux").verdict == "accepted"
+
+
+@pytest.mark.parametrize("system", [0, 10, 19])  # MS-DOS, NTFS, OS X: unzip still applies the mode
+def test_a_link_mode_is_refused_whatever_the_creator_system(inspect_bytes: Inspect, system: int) -> None:
+    link = RawEntry("server/link", b"/etc/passwd", method=0, create_system=system, external_attr=link_attr())
+    assert inspect_bytes(write_zip([*honest_entries(), link])).code == "entry_link"
+
+
+def _with_zip64_end(data: bytes, saturate: bool) -> bytes:
+    eocd = data.rfind(b"PK\x05\x06")
+    count, _, cd_size, cd_offset = struct.unpack_from("<2H2I", data, eocd + 8)
+    z64 = b"PK\x06\x06" + struct.pack("<Q2H2I4Q", 44, 45, 45, 0, 0, count, count, cd_size, cd_offset)
+    locator = b"PK\x06\x07" + struct.pack("<IQI", 0, eocd, 1)
+    classic_offset = 0xFFFFFFFF if saturate else cd_offset
+    end = b"PK\x05\x06" + struct.pack("<4H2IH", 0, 0, count, count, cd_size, classic_offset, 0)
+    return data[:eocd] + z64 + locator + end
+
+
+def test_a_zip64_end_record_counts_only_where_a_classic_field_is_full(inspect_bytes: Inspect) -> None:
+    data = write_zip(honest_entries())
+    assert inspect_bytes(_with_zip64_end(data, saturate=True)).verdict == "accepted"
+    result = inspect_bytes(_with_zip64_end(data, saturate=False))
+    assert (result.code, result.reason) == (
+        "zip_malformed",
+        "the zip64 end record disagrees with the classic one",
+    )
