@@ -67,7 +67,11 @@ class ManifestSummary:
 
 @dataclass
 class Inspection:
-    """The verdict on one archive, and what extraction and conversion reuse from reading it."""
+    """The verdict on one archive, and what extraction and conversion reuse from reading it.
+
+    ``sha256`` is of the snapshot that was judged; it is empty only when the file was refused
+    before a byte of it was read (not a regular file, or over the size limit).
+    """
 
     verdict: Verdict
     code: str | None

@@ -17,7 +17,7 @@ from typing import Literal
 from bundle_operator.mcpb.errors import Refused
 from bundle_operator.mcpb.manifest import UserConfigOption
 
-SetupType = Literal["string", "secret", "url", "number", "boolean"]
+SetupType = Literal["string", "secret", "number", "boolean"]
 _KEY = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]*$")
 _FOLDER = re.compile(r"\$\{(HOME|DESKTOP|DOCUMENTS|DOWNLOADS)\}")
 
