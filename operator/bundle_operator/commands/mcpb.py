@@ -97,7 +97,8 @@ def _text(inspection: Inspection) -> str:
         lines.append(f"not runnable ({p(inspection.code or '')}): {p(inspection.reason or '')}")
     else:
         lines.append("accepted")
-    lines.append(f"sha256: {inspection.sha256}")
+    if inspection.sha256:  # empty when the file was refused before it was read
+        lines.append(f"sha256: {inspection.sha256}")
     m = inspection.manifest
     if m is not None:
         lines.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +295,19 @@ def test_inspect_text_escapes_everything_the_archive_or_certificate_says(
     ]
     assert "bundle: weather\\x1b[31m 1.0.0\\nsignature: signed by Anthropic (manifest" in out
     assert "Units\\x1b[2K" in out
+
+
+def test_inspect_of_a_pipe_is_refused_at_once_with_the_json_contract(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pipe = tmp_path / "pipe.mcpb"
+    os.mkfifo(pipe)
+    code, out, _ = run(capsys, "mcpb", "inspect", str(pipe), "-o", "json")
+    report = json.loads(out)
+    assert (code, report["verdict"], report["code"], report["sha256"]) == (1, "refused", "not_a_file", "")
+    code, out, _ = run(capsys, "mcpb", "inspect", str(pipe))
+    assert (code, out.splitlines()[0]) == (
+        1,
+        "refused (not_a_file): the archive is not a regular file (a device, pipe, socket or folder)",
+    )
+    assert "sha256" not in out
