@@ -180,6 +180,8 @@ def check_launch(
             )
     for i, arg in enumerate(config.args):
         _variables(arg, f"server.mcp_config.args[{i}]", user_keys)
+    if command in RUNTIMES:
+        _check_runtime_args(config.args)
     for key, value in config.env.items():
         where = f"server.mcp_config.env.{key}"
         if not _ENV_NAME.match(key):
@@ -192,6 +194,60 @@ def check_launch(
             continue
         elif upper in _RUNS_CODE or upper.startswith(_RUNS_CODE_PREFIXES + _RUNTIME_PREFIXES):
             raise Refused("env", f"{where} changes what runs, so it is refused")
+
+
+# Runtime options whose value is code to load or run: a person's value may never stand there.
+_LOADS_CODE = frozenset(
+    {
+        "-r",
+        "--require",
+        "--import",
+        "--loader",
+        "--experimental-loader",
+        "-e",
+        "--eval",
+        "-p",
+        "--print",
+        "-c",
+        "-m",
+    }
+)
+# Of those, the ones that are the program itself: what follows them are the program's arguments.
+_IS_THE_PROGRAM = frozenset({"-e", "--eval", "-p", "--print", "-c", "-m"})
+
+
+def _check_runtime_args(args: Sequence[str]) -> None:
+    """For node and python the script (the first plain argument) and code-loading options choose
+    what runs, so a user_config value may fill neither."""
+    loads_code = ""  # the option whose value the next argument is
+    for i, arg in enumerate(args):
+        where = f"server.mcp_config.args[{i}]"
+        user_value = "${user_config." in arg
+        option, equals, _ = arg.partition("=")
+        code_option = loads_code or (option if equals and option in _LOADS_CODE else "")
+        if code_option:
+            if user_value:
+                raise Refused(
+                    "args",
+                    f"{where} gives the runtime code to load from a user_config value; a person's value "
+                    "never chooses what runs",
+                )
+            if code_option in _IS_THE_PROGRAM:
+                return
+            loads_code = ""
+            continue
+        if arg in _LOADS_CODE:
+            loads_code = arg
+            continue
+        if arg.startswith("-"):
+            continue
+        if user_value:
+            raise Refused(
+                "args",
+                f"{where} is the script the runtime runs and uses a user_config value; a person's value "
+                "never chooses what runs",
+            )
+        return  # the script: what follows are its own arguments
 
 
 def _check_search_path(value: str, where: str, platform: str, limits: Limits) -> None:

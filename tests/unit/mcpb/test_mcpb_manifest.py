@@ -577,3 +577,37 @@ def test_keys_that_collide_after_cleaning_are_refused(inspect_bytes: Inspect) ->
     base = {"type": "string", "title": "T", "description": "d"}
     manifest = base_manifest(user_config={"a-b": base, "a_b": base}, server=mcp_config(args=[], env={}))
     assert inspect_bytes(archive(manifest)).code == "user_config"
+
+
+@pytest.mark.parametrize(
+    ("args", "index"),
+    [
+        (["${user_config.units}"], 0),  # node runs whatever script the person names
+        (["-r", "${user_config.units}", "${__dirname}/server/index.js"], 1),
+        (["--require=${user_config.units}", "${__dirname}/server/index.js"], 0),
+        (["--import", "${user_config.units}/x.mjs", "${__dirname}/server/index.js"], 1),
+        (["-e", "${user_config.units}"], 1),
+    ],
+)
+def test_a_person_never_chooses_the_code_a_runtime_runs(
+    inspect_bytes: Inspect, args: list[str], index: int
+) -> None:
+    result = inspect_bytes(archive(base_manifest(server=mcp_config(args=args))))
+    assert result.code == "args"
+    assert result.reason is not None and f"server.mcp_config.args[{index}]" in result.reason
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["${__dirname}/server/index.js", "--units", "${user_config.units}"],
+        ["-r", "${__dirname}/server/preload.js", "${__dirname}/server/index.js", "${user_config.units}"],
+        ["--max-old-space-size=512", "${__dirname}/server/index.js", "--units=${user_config.units}"],
+        ["-e", "require('./server/index.js')", "${user_config.units}"],
+    ],
+)
+def test_a_persons_values_may_still_be_the_programs_arguments(
+    inspect_bytes: Inspect, args: list[str]
+) -> None:
+    result = inspect_bytes(archive(base_manifest(server=mcp_config(args=args))))
+    assert result.code is None, result.reason
