@@ -371,20 +371,8 @@ class Writer:
             secret_ids[site] = secret.id
             parts.append(Part(role=f"secret:{site}", path=kinds.SECRETS.path, id=secret.id))
         if target["server"] != current["server"]:
-            server = target["server"]
             await self.update(
-                kinds.MCP_SERVERS,
-                by_role["server"].id,
-                McpServerUpdate(
-                    name=server["name"],
-                    command=server["command"],
-                    image=server["image"],
-                    endpoint_url=server["endpoint_url"],
-                    env_schema=[SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["env_schema"]],
-                    headers_schema=[
-                        SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["headers_schema"]
-                    ],
-                ),
+                kinds.MCP_SERVERS, by_role["server"].id, McpServerUpdate(**_server_fields(target["server"]))
             )
         instance = target["instance"]
         context_changed = secrets is not None and "context_secret" in changed_secrets
@@ -446,16 +434,20 @@ _SIMPLE_UPDATES: dict[str, tuple[type[ApiModel], Kind[Any, Any, Any]]] = {
 }
 
 
+def _server_fields(server: dict[str, Any]) -> dict[str, Any]:
+    """A server spec in the request form that create and update share."""
+    return {
+        "name": server["name"],
+        "command": server["command"],
+        "image": server["image"],
+        "endpoint_url": server["endpoint_url"],
+        "env_schema": [SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["env_schema"]],
+        "headers_schema": [SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["headers_schema"]],
+    }
+
+
 def _server_create(server: dict[str, Any]) -> McpServerCreate:
-    return McpServerCreate(
-        name=server["name"],
-        type=server["type"],
-        command=server["command"],
-        image=server["image"],
-        endpoint_url=server["endpoint_url"],
-        env_schema=[SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["env_schema"]],
-        headers_schema=[SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["headers_schema"]],
-    )
+    return McpServerCreate(type=server["type"], **_server_fields(server))
 
 
 def _instance_values(instance: dict[str, Any], secret_ids: dict[str, str]) -> dict[str, Any]:
