@@ -158,3 +158,18 @@ def test_text_that_is_not_valid_unicode_is_refused() -> None:
     code, message, _ = single('schema_version: "0.1.0"\nname: a\ndescription: \ud800\n')
     assert code == "invalid_document"
     assert "Unicode" in message
+
+
+def test_parsing_leaves_the_garbage_collector_as_it_found_it() -> None:
+    import gc
+
+    assert gc.isenabled()
+    parse_bundle_text('schema_version: "0.1.0"\nname: a\n')
+    parse_bundle_text("not: [valid")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        parse_bundle_text('schema_version: "0.1.0"\nname: a\n')
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
