@@ -15,9 +15,16 @@ from bundle_operator.engine.preview import BundleSummary, EntityPlan, Preview
 
 def analyze_offline(parsed: ParsedBundle, supplied_setup: Mapping[str, object] | None = None) -> Preview:
     """Preview an install of a parsed bundle with the given setup values; writes nothing."""
+    return analyze_with_values(parsed, supplied_setup)[0]
+
+
+def analyze_with_values(
+    parsed: ParsedBundle, supplied_setup: Mapping[str, object] | None = None
+) -> tuple[Preview, dict[str, str]]:
+    """The offline preview and the setup values as resolved for it (defaults filled in)."""
     bundle = parsed.bundle
     if bundle is None or parsed.digest is None:
-        return Preview(None, [], list(parsed.issues))
+        return Preview(None, [], list(parsed.issues)), {}
     resolved = setup.resolve(bundle, supplied_setup or {})
     issues: list[Issue] = [*parsed.issues, *_placed(resolved.issues, parsed)]
     issues += _placed(mcp_rules.check_context_secret_values(bundle, resolved.values), parsed)
@@ -34,7 +41,7 @@ def analyze_offline(parsed: ParsedBundle, supplied_setup: Mapping[str, object] |
         )
     entities, dependency_issues = plan_entities(bundle, parsed.skipped)
     summary = BundleSummary(bundle.name, bundle.version, parsed.digest)
-    return Preview(summary, entities, issues + dependency_issues)
+    return Preview(summary, entities, issues + dependency_issues), resolved.values
 
 
 def plan_entities(bundle: Bundle, skipped: Mapping[str, str]) -> tuple[list[EntityPlan], list[Issue]]:

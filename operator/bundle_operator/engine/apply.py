@@ -20,7 +20,7 @@ from typing import Any
 
 from bundle_operator.document.issues import Code, Issue, blocking, warning
 from bundle_operator.document.parse import ParsedBundle
-from bundle_operator.engine.analyze import analyze_offline
+from bundle_operator.engine.analyze import analyze_with_values
 from bundle_operator.engine.desired import LEVELS, Desired, Inputs, desired_level
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.merge import MergeResult, OnConflict, merge
@@ -138,9 +138,7 @@ def fingerprint(record: Record, digest: str, setup: Mapping[str, str], options: 
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def _decide(
-    desired: Desired, record: Record, snapshot: Snapshot, options: Options, installation: str
-) -> Planned:
+def _decide(desired: Desired, record: Record, snapshot: Snapshot, options: Options) -> Planned:
     recorded = record.find(desired.entity)
     if recorded is None:
         return Planned(desired, "CREATE")
@@ -152,7 +150,7 @@ def _decide(
             else "the entity it recorded no longer exists; it is created again"
         )
         return Planned(desired, "CREATE", reason, recorded)
-    hashes = {site: secret_hash(installation, v) for site, v in desired.secrets.items()}
+    hashes = {site: secret_hash(record.installation, v) for site, v in desired.secrets.items()}
     if desired.spec == recorded.spec and hashes == recorded.secrets:
         return Planned(desired, "REUSE", None, recorded, live)
     immutable = [p for p in IMMUTABLE.get(desired.kind, ()) if _at(recorded.spec, p) != _at(desired.spec, p)]
@@ -178,12 +176,11 @@ async def plan(
 ) -> Plan:
     """Analyze with the platform: what an install would do. Writes nothing."""
     options = options or Options()
-    offline = analyze_offline(parsed, setup)
+    offline, values = analyze_with_values(parsed, setup)
     bundle = parsed.bundle
     empty = Snapshot()
     if bundle is None or offline.bundle is None:
         return Plan(offline, [], [], None, empty, "")
-    values = _setup_values(parsed, setup)
     # Requirements are checked against the platform below; the offline note does not apply.
     issues = [i for i in offline.issues if i.code != Code.REQUIREMENT_NOT_CHECKED]
     requirement_issues, stripped = await _requirements(platform, workspace, parsed, options)
@@ -206,7 +203,7 @@ async def plan(
     drift: dict[str, list[str]] = {}
     for level in LEVELS:
         for desired in desired_level(level, inputs, ids, skipped):
-            decided = _decide(desired, record, snapshot, options, record.installation)
+            decided = _decide(desired, record, snapshot, options)
             items.append(decided)
             if decided.action != "CREATE" and decided.recorded is not None and decided.recorded.primary_id:
                 ids[desired.entity] = decided.recorded.primary_id
@@ -265,13 +262,6 @@ async def plan(
     plans.sort(key=lambda p: LEVELS.index(p.kind))
     preview = Preview(offline.bundle, plans, issues)
     return Plan(preview, items, removals, inputs, snapshot, fp, drift, skipped)
-
-
-def _setup_values(parsed: ParsedBundle, setup: Mapping[str, object]) -> dict[str, str]:
-    from bundle_operator.document import setup as setup_rules
-
-    assert parsed.bundle is not None
-    return setup_rules.resolve(parsed.bundle, setup).values
 
 
 def _conflict_issues(entity: str, conflicts: list[str], mode: OnConflict) -> list[Issue]:
@@ -407,7 +397,7 @@ async def apply(
         # existed has been touched, so a rollback only has to delete.
         for level in LEVELS:
             decided = [
-                _decide(d, record, first.snapshot, options, record.installation)
+                _decide(d, record, first.snapshot, options)
                 for d in desired_level(level, first.inputs, ids, first.skipped)
             ]
             creates = [item for item in decided if item.action == "CREATE"]

@@ -56,27 +56,20 @@ async def uninstall(
     # Dependents first: whatever refers to an entity is decided (kept or deleted) before it.
     for recorded in deletion_order(record.entities):
         live = project(recorded, snapshot)
-        if live is None:
-            # Gone already (or an archived agent): its other parts may still be there.
-            failures = await writer.delete_entity(recorded)
-            if failures:
-                result.failed[recorded.entity] = failures
-                remaining.append(recorded)
-            else:
-                result.gone.append(recorded.entity)
-            continue
-        edited = changed_paths(recorded.spec, live)
-        holder = in_use.get(recorded.primary_id or "")
-        if edited or holder is not None:
-            result.kept[recorded.entity] = edited or [f"(in use by {holder})"]
-            in_use.update({ref: recorded.entity for ref in _referenced_ids(live)})
-            continue
+        if live is not None:
+            edited = changed_paths(recorded.spec, live)
+            holder = in_use.get(recorded.primary_id or "")
+            if edited or holder is not None:
+                result.kept[recorded.entity] = edited or [f"(in use by {holder})"]
+                in_use.update({ref: recorded.entity for ref in _referenced_ids(live)})
+                continue
+        # Gone already (or an archived agent) still leaves its other parts to delete.
         failures = await writer.delete_entity(recorded)
         if failures:
             result.failed[recorded.entity] = failures
             remaining.append(recorded)
         else:
-            result.deleted.append(recorded.entity)
+            (result.gone if live is None else result.deleted).append(recorded.entity)
     record.entities = sorted(remaining, key=lambda r: r.seq)
     for entity, failures in result.failed.items():
         log.warning("uninstall: %s stays: %s", entity, ", ".join(failures))
