@@ -38,10 +38,10 @@ test-unit: $(STAMP)
 test: $(STAMP) lint typecheck $(TEST_PREREQS)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-# The main job on the embedded defaults: the reference platform, a bundle analyzed, installed,
-# checked for drift and exported; the platform then runs until Ctrl-C (RUN_ONCE=1 stops at once).
-run: $(STAMP)
-	$(BIN)/bundlectl analyze examples/github-triage.yaml --setup-file examples/setup/github-triage.yaml -o table
+# The main job on the embedded defaults: a local control plane (or the cluster of $KUBECONFIG), the
+# reference platform and the operator; examples/k8s/ applied and watched until Ready, then all of it
+# runs until Ctrl-C (RUN_ONCE=1 stops once Ready). envtest builds the control plane the first time.
+run: $(STAMP) envtest
 	$(BIN)/python scripts/local_run.py
 
 clean:

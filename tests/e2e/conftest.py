@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from bundle_operator.devcluster import BinariesNotFound, DevCluster, Kubectl, locate
+from tests.e2e.operator_harness import OperatorProcess
+from tests.integration.platform.platform_harness import PlatformProcess, github_stub, start_platform
 
 ENVTEST = Path(__file__).resolve().parents[1] / "envtest"
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
@@ -76,3 +78,47 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Report how long the control plane took to become ready."""
     for line in _startup:
         terminalreporter.write_line(line)
+
+
+# --- the operator and its platform ---------------------------------------------------------------
+
+GITHUB_FILES = {
+    "/acme-labs/agent-skills/main/skills/release-notes/SKILL.md": (
+        "---\nname: release-notes\ndescription: Release notes from merged pull requests.\n---\n# Notes\n"
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def crds(kubectl: Kubectl) -> None:
+    """The project's CRDs, applied from crds/ as the README says."""
+    from tests.e2e.operator_harness import apply_crds
+
+    apply_crds(kubectl)
+
+
+@pytest.fixture(scope="session")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformProcess]:
+    """The reference platform over HTTP, with fault injection and a GitHub stand-in."""
+    with github_stub(GITHUB_FILES) as stub:
+        db = tmp_path_factory.mktemp("e2e-platform") / "platform.db"
+        running = start_platform(db, "--enable-fault-injection", "--github-base-url", stub.url)
+        try:
+            yield running
+        finally:
+            running.stop()
+
+
+@pytest.fixture(scope="session")
+def operator(
+    devcluster: DevCluster, crds: None, platform: PlatformProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """One operator for the session, watching every namespace."""
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    running = OperatorProcess(devcluster.kubeconfig, platform.url, log).start()
+    _startup.append(f"operator log: {log}")
+    try:
+        yield running
+    finally:
+        if running.process is not None and running.process.poll() is None:
+            running.stop()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bundle_operator.commands import analyze, install, manage, mcpb
+from bundle_operator.commands import operator as operator_command
 from bundle_operator.commands import platform as platform_command
 
 Register = Callable[["argparse._SubParsersAction[Any]"], None]
@@ -20,4 +21,5 @@ COMMANDS: list[Register] = [
     manage.register,
     platform_command.register,
     mcpb.register,
+    operator_command.register,
 ]

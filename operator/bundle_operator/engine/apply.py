@@ -131,7 +131,7 @@ def fingerprint(record: Record, digest: str, setup: Mapping[str, str], options: 
     """A hash of every input of a run; secret values enter only hashed."""
     material = {
         "digest": digest,
-        "setup": {k: secret_hash(record.installation, v) for k, v in sorted(setup.items())},
+        "setup": {k: secret_hash(record, v) for k, v in sorted(setup.items())},
         "activate": options.activate,
         "substitutions": dict(sorted(options.substitutions.items())),
     }
@@ -150,7 +150,7 @@ def _decide(desired: Desired, record: Record, snapshot: Snapshot, options: Optio
             else "the entity it recorded no longer exists; it is created again"
         )
         return Planned(desired, "CREATE", reason, recorded)
-    hashes = {site: secret_hash(record.installation, v) for site, v in desired.secrets.items()}
+    hashes = {site: secret_hash(record, v) for site, v in desired.secrets.items()}
     if desired.spec == recorded.spec and hashes == recorded.secrets:
         return Planned(desired, "REUSE", None, recorded, live)
     immutable = [p for p in IMMUTABLE.get(desired.kind, ()) if _at(recorded.spec, p) != _at(desired.spec, p)]

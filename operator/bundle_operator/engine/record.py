@@ -8,6 +8,8 @@ is ever kept: where a value matters for change detection, its salted hash is kep
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,6 +72,10 @@ class Record(_Model):
     version: int = RECORD_VERSION
     installation: str
     workspace: str
+    # The key of the HMACs of secret values: random per installation, kept with the record (in the
+    # operator, inside the installation's own state Secret), so the hashes cannot be brute-forced
+    # from a value guessed offline without it.
+    hmac_key: str = Field(default_factory=lambda: secrets.token_hex(32), repr=False)
     bundle_name: str | None = None
     bundle_version: str | None = None
     digest: str | None = None
@@ -114,6 +120,8 @@ def idempotency_key(record: Record, fingerprint: str, attempt: int, entity: str,
     return "bo-" + hashlib.sha256(material.encode()).hexdigest()[:40]
 
 
-def secret_hash(installation: str, value: str) -> str:
-    """A salted hash of a secret value: equal values compare equal, the value cannot be read back."""
-    return "sha256:" + hashlib.sha256(f"{installation}\x1f{value}".encode()).hexdigest()
+def secret_hash(record: Record, value: str) -> str:
+    """An HMAC of a secret value under the record's key: equal values compare equal, the value cannot
+    be read back, and without the key a guess cannot be checked."""
+    digest = hmac.new(bytes.fromhex(record.hmac_key), value.encode(), hashlib.sha256).hexdigest()
+    return "hmac-sha256:" + digest

@@ -139,7 +139,7 @@ class Writer:
             key=desired.key,
             parts=parts,
             spec=desired.spec,
-            secrets={site: secret_hash(self.record.installation, v) for site, v in desired.secrets.items()},
+            secrets={site: secret_hash(self.record, v) for site, v in desired.secrets.items()},
             seq=self.record.next_seq(),
         )
 
@@ -293,7 +293,7 @@ class Writer:
         merge kept stays a visible difference, so drift reports it, later merges keep it, and
         uninstall does not take it for unmodified.
         """
-        hashes = {site: secret_hash(self.record.installation, v) for site, v in desired.secrets.items()}
+        hashes = {site: secret_hash(self.record, v) for site, v in desired.secrets.items()}
         changed = {site for site, h in hashes.items() if recorded.secrets.get(site) != h}
         parts = await self._write(recorded, merged, live, desired.secrets, changed)
         return RecordedEntity(

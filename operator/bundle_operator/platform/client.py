@@ -105,6 +105,7 @@ class PlatformClient:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
     ) -> None:
         headers = {"Accept": f"application/json, {PROBLEM_JSON}"}
         if token:
@@ -115,6 +116,7 @@ class PlatformClient:
             headers=headers,
             timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
             transport=transport,
+            event_hooks=dict(event_hooks) if event_hooks else None,
         )
         self._retry = retry or RetryPolicy()
         self._sleep = sleep

@@ -1,0 +1,76 @@
+"""Drift correction: write back what the installation wrote where the platform changed it since.
+
+Used by ``driftPolicy.mode: Correct``. Only entities the bundle still wants unchanged (REUSE) are
+corrected; an entity whose bundle changed goes through the ordinary three-way update instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from bundle_operator.document.parse import ParsedBundle
+from bundle_operator.engine.apply import Blocked, Options, plan
+from bundle_operator.engine.record import Record
+from bundle_operator.engine.writer import Persist, Writer
+from bundle_operator.platform.errors import PlatformError
+from bundle_operator.platform.protocol import PlatformAPI
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Correction:
+    """Which entities were written back (with the paths), and which could not be."""
+
+    corrected: dict[str, list[str]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+async def correct_drift(
+    platform: PlatformAPI,
+    workspace: str,
+    parsed: ParsedBundle,
+    setup: Mapping[str, object],
+    record: Record,
+    persist: Persist,
+    options: Options | None = None,
+) -> Correction:
+    """Put every drifted entity back to what the installation wrote; raises Blocked when analyze blocks."""
+    options = options or Options()
+    planned = await plan(platform, workspace, parsed, setup, record, options)
+    if planned.inputs is None or planned.preview.blocking:
+        raise Blocked(planned.preview)
+    writer = Writer(
+        platform,
+        workspace,
+        record,
+        persist,
+        planned.fingerprint,
+        record.attempt,
+        planned.inputs.bundle.name,
+    )
+    writer.revisions = {
+        i: e.revision for items in planned.snapshot.entities.values() for i, e in items.items()
+    }
+    result = Correction()
+    by_entity = {r.entity: r for r in record.entities}
+    for item in planned.items:
+        entity = item.desired.entity
+        paths = planned.drift.get(entity)
+        if item.action != "REUSE" or not paths or item.recorded is None or item.live is None:
+            continue
+        try:
+            by_entity[entity] = await writer.update_entity(
+                item.recorded, item.desired, item.desired.spec, item.live
+            )
+        except PlatformError as exc:
+            log.warning("drift correction of %s failed: %s", entity, exc)
+            result.failed[entity] = str(exc)
+            continue
+        result.corrected[entity] = paths
+    if result.corrected:
+        record.entities = sorted(by_entity.values(), key=lambda e: e.seq)
+        await persist(record)
+    return result

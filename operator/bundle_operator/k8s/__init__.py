@@ -1,0 +1,1 @@
+"""The operator: CRD models, kopf handlers, reconcilers, state Secrets, status, events, metrics."""

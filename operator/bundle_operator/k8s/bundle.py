@@ -1,0 +1,110 @@
+"""The reconcile of a Bundle: resolve its source, analyze the document offline, write status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s.installation import Retry, backoff
+from bundle_operator.k8s.kube import Kube, KubeError
+from bundle_operator.k8s.metrics import ReconcileResult
+from bundle_operator.k8s.resources import BUNDLE_PLURAL, BundleSpec
+from bundle_operator.k8s.sources import SourceError, SourceSettings, bundle_status_fields, resolve
+
+_UNRESOLVED: dict[str, Any] = {
+    "digest": None,
+    "bundleName": None,
+    "version": None,
+    "entities": None,
+    "setupFields": None,
+    "signature": None,
+    "issues": None,
+}
+
+
+@dataclass(frozen=True)
+class BundleOutcome:
+    """What the reconcile found: the digest installations depend on (None when unusable)."""
+
+    result: ReconcileResult
+    digest: str | None
+
+
+class BundleReconciler:
+    """Resolves Bundles."""
+
+    def __init__(self, kube: Kube, settings: SourceSettings) -> None:
+        self.kube = kube
+        self.settings = settings
+
+    async def reconcile(self, body: dict[str, Any], *, attempt: int = 0) -> BundleOutcome:
+        """Resolve and analyze; write status. Raises Retry on a temporary failure."""
+        meta = body["metadata"]
+        generation = meta.get("generation")
+        previous = body.get("status") or {}
+        patch: dict[str, Any]
+        result: ReconcileResult = "success"
+        digest: str | None = None
+        try:
+            spec = BundleSpec.model_validate(body.get("spec") or {})
+            resolved = await resolve(spec.source, meta["namespace"], self.kube, self.settings)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            patch = {
+                **_UNRESOLVED,
+                "conditions": cond.stalled("InvalidSpec", f"spec.{where}: {first['msg']}"),
+            }
+            result = "stalled"
+        except SourceError as exc:
+            if not exc.permanent:
+                await self._write(
+                    body, {"conditions": cond.progressing(exc.reason, exc.message + "; retrying")}, False
+                )
+                raise Retry(exc.message, backoff(attempt)) from None
+            # A source that no longer resolves must not keep claiming the last digest.
+            patch = {**_UNRESOLVED, "conditions": cond.stalled(exc.reason, exc.message)}
+            result = "stalled"
+        else:
+            patch = bundle_status_fields(resolved)
+            issues = patch.get("issues") or []
+            blocking = [i for i in issues if i.get("severity") == "Blocking"]
+            if blocking:
+                codes = sorted({str(i.get("code")) for i in blocking})
+                message = (
+                    f"the document has {len(blocking)} blocking issues ({', '.join(codes)}); "
+                    "status.issues lists each with its path; fix the document"
+                )
+                patch["conditions"] = cond.stalled("InvalidDocument", message)
+                result = "stalled"
+            else:
+                name, version = patch.get("bundleName"), patch.get("version")
+                patch["conditions"] = cond.ready(
+                    "Resolved", f"bundle {name} {version or ''} from {resolved.origin}".replace("  ", " ")
+                )
+                digest = patch.get("digest")
+        conditions = patch.pop("conditions")
+        patch["conditions"] = cond.merge_conditions(previous.get("conditions"), conditions, generation)
+        await self._write(body, patch, True)
+        return BundleOutcome(result, digest)
+
+    async def _write(self, body: dict[str, Any], patch: dict[str, Any], observed: bool) -> None:
+        meta = body["metadata"]
+        if observed:
+            patch["observedGeneration"] = meta.get("generation")
+        if (
+            isinstance(patch.get("conditions"), list)
+            and patch["conditions"]
+            and isinstance(patch["conditions"][0], cond.Cond)
+        ):
+            patch["conditions"] = cond.merge_conditions(
+                (body.get("status") or {}).get("conditions"), patch["conditions"], meta.get("generation")
+            )
+        try:
+            await self.kube.patch_status(BUNDLE_PLURAL, meta["namespace"], meta["name"], patch)
+        except KubeError as exc:
+            if not exc.not_found:
+                raise Retry(f"could not write status: {exc.reason or exc.status}", backoff(1)) from None

@@ -1,0 +1,93 @@
+"""kstatus conditions in one place: Ready, Reconciling and Stalled beside the domain conditions,
+with ``lastTransitionTime`` moving only when a condition's status changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+
+def now_rfc3339() -> str:
+    """The current time as Kubernetes writes it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Cond:
+    """A condition to set: True/False/Unknown, a CamelCase reason and a message for a person."""
+
+    type: str
+    status: str
+    reason: str
+    message: str = ""
+
+
+def true(type_: str, reason: str, message: str = "") -> Cond:
+    """A True condition."""
+    return Cond(type_, "True", reason, message)
+
+
+def false(type_: str, reason: str, message: str = "") -> Cond:
+    """A False condition."""
+    return Cond(type_, "False", reason, message)
+
+
+def merge_conditions(
+    existing: list[dict[str, Any]] | None, updates: list[Cond], generation: int | None, now: str | None = None
+) -> list[dict[str, Any]]:
+    """The conditions list with ``updates`` applied; others are kept as they are."""
+    stamp = now or now_rfc3339()
+    current = {c.get("type"): dict(c) for c in existing or [] if isinstance(c, dict) and c.get("type")}
+    for cond in updates:
+        before = current.get(cond.type)
+        changed = before is None or before.get("status") != cond.status
+        current[cond.type] = {
+            "type": cond.type,
+            "status": cond.status,
+            "reason": cond.reason,
+            "message": cond.message,
+            "lastTransitionTime": stamp
+            if changed or before is None
+            else before.get("lastTransitionTime", stamp),
+            "observedGeneration": generation,
+        }
+    order = ["Ready", "Reconciling", "Stalled"]
+    return sorted(
+        current.values(), key=lambda c: (order.index(c["type"]) if c["type"] in order else 3, c["type"])
+    )
+
+
+def ready(reason: str, message: str) -> list[Cond]:
+    """Everything is done: Ready, not reconciling, not stalled."""
+    return [
+        true("Ready", reason, message),
+        false("Reconciling", reason, ""),
+        false("Stalled", reason, ""),
+    ]
+
+
+def stalled(reason: str, message: str) -> list[Cond]:
+    """Nothing will change without a user's action."""
+    return [
+        false("Ready", reason, message),
+        false("Reconciling", reason, ""),
+        true("Stalled", reason, message),
+    ]
+
+
+def progressing(reason: str, message: str) -> list[Cond]:
+    """Work is in flight (or will be retried): not ready yet, not stalled."""
+    return [
+        false("Ready", reason, message),
+        true("Reconciling", reason, message),
+        false("Stalled", reason, ""),
+    ]
+
+
+def condition_of(status: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    """The condition ``type_`` in a status, if any."""
+    for cond in (status or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == type_:
+            return cond
+    return None

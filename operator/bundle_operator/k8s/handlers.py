@@ -1,0 +1,338 @@
+"""kopf registrations only: each handler is a few lines that call a reconciler.
+
+Everything registers on ``REGISTRY`` (not kopf's global one), so importing this module has no
+effect until ``run.py`` starts an operator with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from bundle_operator.k8s.bundle import BundleReconciler
+from bundle_operator.k8s.health import Liveness
+from bundle_operator.k8s.installation import (
+    ANNOTATION_INPUTS,
+    InstallationReconciler,
+    Peer,
+    Retry,
+    backoff,
+    inputs_marker,
+    platform_key,
+)
+from bundle_operator.k8s.kube import Kube, KubeError
+from bundle_operator.k8s.metrics import METRICS, InstallationGauges, ReconcileKind, ReconcileResult
+from bundle_operator.k8s.resources import BUNDLE_PLURAL, GROUP, INSTALLATION_PLURAL, VERSION
+from bundle_operator.k8s.setup import referenced_secrets
+
+log = logging.getLogger(__name__)
+
+REGISTRY = kopf.OperatorRegistry()
+STORAGE_PREFIX = f"kopf.{GROUP}"
+FINALIZER = f"{GROUP}/finalizer"
+DRIFT_IDLE_SECONDS = 10.0
+GAUGES = InstallationGauges(METRICS)
+
+
+@dataclass
+class Runtime:
+    """What the handlers share; set by ``run.py`` before the operator starts."""
+
+    kube: Kube
+    installations: InstallationReconciler
+    bundles: BundleReconciler
+    liveness: Liveness
+    default_platform_url: str | None
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    last_run: dict[str, float] = field(default_factory=dict)
+
+    def lock(self, uid: str) -> asyncio.Lock:
+        """One lock per object: the drift timer never runs beside a reconcile of the same object."""
+        return self.locks.setdefault(uid, asyncio.Lock())
+
+
+RUNTIME: Runtime | None = None
+
+
+def runtime() -> Runtime:
+    """The shared runtime (set before the operator starts)."""
+    assert RUNTIME is not None, "the operator runtime is not set up"
+    return RUNTIME
+
+
+class InlineDigestDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff base with the inline bundle document replaced by its hash.
+
+    kopf keeps the last handled spec in one annotation, capped at 256 KiB with all annotations; a
+    1 MB inline document would make every patch fail. Handlers are level-based and read the live
+    object, so the diff base only has to change when the document does.
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        essence = super().build(body=body, extra_fields=extra_fields)
+        source = essence.get("spec", {}).get("source") if isinstance(essence.get("spec"), dict) else None
+        if isinstance(source, dict) and "inline" in source:
+            import hashlib
+            import json
+
+            text = json.dumps(source["inline"], sort_keys=True, separators=(",", ":"))
+            source["inline"] = {"sha256": hashlib.sha256(text.encode()).hexdigest()}
+        return essence
+
+
+@kopf.on.startup(registry=REGISTRY)
+def _configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=STORAGE_PREFIX)
+    settings.persistence.diffbase_storage = InlineDigestDiffBase(
+        prefix=STORAGE_PREFIX, key="last-handled-configuration"
+    )
+    # Our own Events say what happened; kopf's per-handler ones would repeat error texts.
+    settings.posting.enabled = False
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 60
+    settings.batching.worker_limit = 64
+
+
+@kopf.on.login(registry=REGISTRY)
+def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    return kopf.login_via_client(**kwargs)
+
+
+# --- indexes: who refers to what ----------------------------------------------------------------
+
+
+@kopf.index(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
+def installations_by_secret(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
+    return {(namespace, secret): name for secret in referenced_secrets(dict(spec))}
+
+
+@kopf.index(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
+def installations_by_bundle(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
+    ref = (spec.get("bundleRef") or {}).get("name")
+    return {(namespace, ref): name} if isinstance(ref, str) else {}
+
+
+@kopf.index(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
+def installations_by_target(
+    namespace: str | None, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
+) -> dict[Any, Peer]:
+    url = (spec.get("platform") or {}).get("url") or runtime().default_platform_url or ""
+    workspace = spec.get("workspace") or ""
+    peer = Peer(
+        namespace=namespace or "",
+        name=name,
+        uid=meta.get("uid", ""),
+        created=meta.get("creationTimestamp", ""),
+        bundle_ref=(spec.get("bundleRef") or {}).get("name", ""),
+        platform_url=url,
+        workspace=workspace,
+    )
+    return {(platform_key(url), workspace): peer}
+
+
+@kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
+def bundles_by_object(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
+    source = spec.get("source") or {}
+    keys: dict[Any, str] = {}
+    if isinstance(source.get("configMapRef"), dict):
+        keys[("ConfigMap", namespace, source["configMapRef"].get("name"))] = name
+    mcpb = source.get("mcpb") or {}
+    if isinstance(mcpb.get("configMapRef"), dict):
+        keys[("ConfigMap", namespace, mcpb["configMapRef"].get("name"))] = name
+    if isinstance(mcpb.get("secretRef"), dict):
+        keys[("Secret", namespace, mcpb["secretRef"].get("name"))] = name
+    return keys
+
+
+# --- nudges: a changed input re-runs the objects that use it -------------------------------------
+
+
+async def _nudge(plural: str, namespace: str, names: Any, marker: str) -> None:
+    """Set the inputs-changed annotation; kopf sees the change and runs the update handler, with
+    its retries, even across an operator restart. Setting the same marker twice changes nothing."""
+    for name in sorted(set(names or ())):
+        try:
+            await runtime().kube.patch_annotations(plural, namespace, name, {ANNOTATION_INPUTS: marker})
+        except KubeError as exc:
+            if not exc.not_found:
+                log.warning("could not nudge %s %s/%s: %s", plural, namespace, name, exc.reason)
+
+
+@kopf.on.event("", "v1", "secrets", registry=REGISTRY)
+async def secret_changed(namespace: str | None, name: str, meta: kopf.Meta, **kwargs: Any) -> None:
+    if namespace is None:
+        return
+    marker = inputs_marker("Secret", name, str(meta.get("resourceVersion", "")))
+    users = kwargs["installations_by_secret"].get((namespace, name))
+    await _nudge(INSTALLATION_PLURAL, namespace, users, marker)
+    await _nudge(
+        BUNDLE_PLURAL, namespace, kwargs["bundles_by_object"].get(("Secret", namespace, name)), marker
+    )
+
+
+@kopf.on.event("", "v1", "configmaps", registry=REGISTRY)
+async def config_map_changed(namespace: str | None, name: str, meta: kopf.Meta, **kwargs: Any) -> None:
+    if namespace is None:
+        return
+    marker = inputs_marker("ConfigMap", name, str(meta.get("resourceVersion", "")))
+    users = kwargs["bundles_by_object"].get(("ConfigMap", namespace, name))
+    await _nudge(BUNDLE_PLURAL, namespace, users, marker)
+
+
+# --- Bundle ----------------------------------------------------------------------------------------
+
+
+async def _guarded(
+    kind: ReconcileKind,
+    body: kopf.Body,
+    retry: int,
+    run: Callable[[dict[str, Any]], Awaitable[ReconcileResult]],
+) -> None:
+    rt = runtime()
+    obj: dict[str, Any] = dict(body)
+    uid = obj["metadata"]["uid"]
+    started = time.monotonic()
+    result: ReconcileResult = "error"
+    try:
+        async with rt.lock(uid):
+            result = await run(obj)
+            rt.last_run[uid] = time.monotonic()
+            rt.liveness.touch()
+    except Retry as exc:
+        result = "retry"
+        raise kopf.TemporaryError(str(exc), delay=exc.delay) from None
+    except kopf.TemporaryError:
+        result = "retry"
+        raise
+    except Exception as exc:
+        # Unknown: logged with the object's identity and retried with backoff, never a hot loop.
+        log.exception("reconcile of %s %s failed unexpectedly", kind, obj["metadata"].get("name"))
+        raise kopf.TemporaryError(f"unexpected {type(exc).__name__}", delay=backoff(retry)) from None
+    finally:
+        METRICS.observe_reconcile(kind, result, time.monotonic() - started)
+
+
+@kopf.on.resume(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
+@kopf.on.create(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
+@kopf.on.update(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
+async def bundle_changed(
+    body: kopf.Body, retry: int, namespace: str | None, name: str, **kwargs: Any
+) -> None:
+    users = kwargs["installations_by_bundle"].get((namespace, name))
+
+    async def run(obj: dict[str, Any]) -> ReconcileResult:
+        outcome = await runtime().bundles.reconcile(obj, attempt=retry)
+        marker = inputs_marker("Bundle", name, outcome.digest or "unresolved")
+        await _nudge(INSTALLATION_PLURAL, namespace or "", users, marker)
+        return outcome.result
+
+    await _guarded("Bundle", body, retry, run)
+
+
+@kopf.on.delete(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY, optional=True)
+async def bundle_deleted(namespace: str | None, name: str, **kwargs: Any) -> None:
+    users = kwargs["installations_by_bundle"].get((namespace, name))
+    await _nudge(INSTALLATION_PLURAL, namespace or "", users, inputs_marker("Bundle", name, "deleted"))
+
+
+# --- BundleInstallation ---------------------------------------------------------------------------
+
+
+def _peers(spec: Any, installations_by_target: Any) -> list[Peer]:
+    url = (spec.get("platform") or {}).get("url") or runtime().default_platform_url or ""
+    return list(installations_by_target.get((platform_key(url), spec.get("workspace") or ""), []))
+
+
+@kopf.on.resume(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
+@kopf.on.create(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
+@kopf.on.update(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
+async def installation_changed(body: kopf.Body, spec: kopf.Spec, retry: int, **kwargs: Any) -> None:
+    PEERS_VIEW.index = kwargs["installations_by_target"]
+    peers = _peers(spec, PEERS_VIEW.index)
+
+    async def run(obj: dict[str, Any]) -> ReconcileResult:
+        return await runtime().installations.reconcile(obj, peers, attempt=retry)
+
+    await _guarded("BundleInstallation", body, retry, run)
+
+
+@kopf.on.delete(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
+async def installation_deleted(
+    body: kopf.Body, retry: int, namespace: str | None, name: str, **_: Any
+) -> None:
+    async def run(obj: dict[str, Any]) -> ReconcileResult:
+        await runtime().installations.finalize(obj, attempt=retry)
+        return "success"
+
+    await _guarded("BundleInstallation", body, retry, run)
+    GAUGES.forget(namespace or "", name)
+
+
+_DURATION = re.compile(r"([0-9]+)(s|m|h)")
+
+
+def parse_interval(text: str | None, default: float = 300.0) -> float:
+    """``30s``, ``5m``, ``1h30m`` in seconds (at least 5)."""
+    if not text:
+        return default
+    seconds = sum(int(n) * {"s": 1, "m": 60, "h": 3600}[unit] for n, unit in _DURATION.findall(text))
+    return max(5.0, float(seconds)) if seconds else default
+
+
+@kopf.daemon(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY, cancellation_timeout=10)
+async def drift_timer(
+    stopped: kopf.DaemonStopped, body: kopf.Body, meta: kopf.Meta, namespace: str | None, name: str, **_: Any
+) -> None:
+    """Checks drift every ``spec.driftPolicy.interval``, through the same reconcile."""
+    rt = runtime()
+    uid = meta["uid"]
+    while not stopped:
+        policy = (body.get("spec") or {}).get("driftPolicy") or {}
+        await stopped.wait(parse_interval(policy.get("interval")))
+        if stopped or namespace is None:
+            break
+        rt.liveness.touch()
+        if policy.get("mode") == "Disabled":
+            continue
+        if time.monotonic() - rt.last_run.get(uid, 0.0) < DRIFT_IDLE_SECONDS:
+            continue  # a reconcile just ran; do not race a user's edit in flight
+        fresh = await rt.kube.read_custom(INSTALLATION_PLURAL, namespace, name)
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            break
+        peers = _peers(fresh.get("spec") or {}, PEERS_VIEW.index or {})
+        started = time.monotonic()
+        result: ReconcileResult = "error"
+        try:
+            async with rt.lock(uid):
+                result = await rt.installations.reconcile(fresh, peers)
+                rt.last_run[uid] = time.monotonic()
+        except Retry as exc:
+            result = "retry"
+            log.info("drift check of %s/%s will be retried: %s", namespace, name, exc)
+        except Exception:
+            log.exception("drift check of %s/%s failed", namespace, name)
+        finally:
+            METRICS.observe_reconcile("BundleInstallation", result, time.monotonic() - started)
+
+
+class _PeersView:
+    """The live ``installations_by_target`` index, for drift checks that run outside a handler."""
+
+    index: Any = None
+
+
+PEERS_VIEW = _PeersView()
+
+
+@kopf.on.event(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
+def _installation_event(**kwargs: Any) -> None:
+    PEERS_VIEW.index = kwargs["installations_by_target"]
+    runtime().liveness.touch()

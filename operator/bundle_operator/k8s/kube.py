@@ -1,0 +1,202 @@
+"""A small async client of the Kubernetes API: the reads, patches and preconditioned writes the
+reconcilers need, over httpx so no handler blocks the event loop.
+
+Connection settings come from the official client's loaders (``KUBECONFIG`` or the in-cluster
+service account), which handle every kubeconfig form; the calls themselves are plain JSON.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from bundle_operator.k8s.resources import API_VERSION, INSTALLATION_PLURAL
+
+
+class KubeError(Exception):
+    """The API server refused a call or could not be reached."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def conflict(self) -> bool:
+        """A resourceVersion precondition failed: someone else wrote first."""
+        return self.status == 409
+
+    @property
+    def not_found(self) -> bool:
+        """The object does not exist."""
+        return self.status == 404
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the API server is and how to authenticate."""
+
+    host: str
+    verify: ssl.SSLContext | bool
+    cert: tuple[str, str] | None = None
+    token: str | None = None
+
+
+def load_connection() -> Connection:
+    """Read the connection from ``KUBECONFIG`` (or ~/.kube/config), else the in-cluster account."""
+    from kubernetes import config as kube_config
+    from kubernetes.client import Configuration
+
+    cfg = Configuration()
+    try:
+        kube_config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    except kube_config.ConfigException:
+        kube_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    verify: ssl.SSLContext | bool = cfg.verify_ssl
+    if cfg.verify_ssl and cfg.ssl_ca_cert:
+        verify = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+    cert = (cfg.cert_file, cfg.key_file) if cfg.cert_file and cfg.key_file else None
+    token = None
+    if cfg.api_key.get("authorization"):
+        token = str(cfg.api_key["authorization"]).removeprefix("Bearer ").strip()
+    if isinstance(verify, ssl.SSLContext) and cert is not None:
+        verify.load_cert_chain(*cert)
+        cert = None
+    return Connection(host=cfg.host.rstrip("/"), verify=verify, cert=cert, token=token)
+
+
+def _q(part: str) -> str:
+    return quote(part, safe="")
+
+
+class Kube:
+    """The calls the operator makes; every method is a single API request."""
+
+    def __init__(self, connection: Connection, *, timeout: float = 30.0) -> None:
+        headers = {"Accept": "application/json"}
+        if connection.token:
+            headers["Authorization"] = f"Bearer {connection.token}"
+        self._http = httpx.AsyncClient(
+            base_url=connection.host,
+            headers=headers,
+            verify=connection.verify,
+            cert=connection.cert,
+            timeout=timeout,
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _call(
+        self, method: str, path: str, *, json_body: Any = None, content_type: str | None = None
+    ) -> dict[str, Any]:
+        headers = {}
+        content = None
+        if json_body is not None:
+            import json
+
+            content = json.dumps(json_body).encode()
+            headers["Content-Type"] = content_type or "application/json"
+        try:
+            response = await self._http.request(method, path, content=content, headers=headers)
+        except httpx.HTTPError as exc:
+            raise KubeError(0, "Unreachable", type(exc).__name__) from None
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+                reason, message = str(body.get("reason", "")), str(body.get("message", ""))
+            except ValueError:
+                reason, message = "", response.text[:200]
+            raise KubeError(response.status_code, reason, message)
+        data: dict[str, Any] = response.json()
+        return data
+
+    # --- core objects --------------------------------------------------------------------------
+
+    async def read(self, path: str) -> dict[str, Any] | None:
+        """GET an object by its API path; None when it does not exist."""
+        try:
+            return await self._call("GET", path)
+        except KubeError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    async def read_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A ConfigMap, or None."""
+        return await self.read(f"/api/v1/namespaces/{_q(namespace)}/configmaps/{_q(name)}")
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Secret, or None."""
+        return await self.read(f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}")
+
+    async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a Secret; 409 when it exists."""
+        return await self._call("POST", f"/api/v1/namespaces/{_q(namespace)}/secrets", json_body=body)
+
+    async def replace_secret(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT a Secret; with ``metadata.resourceVersion`` set, 409 when it changed meanwhile."""
+        path = f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}"
+        return await self._call("PUT", path, json_body=body)
+
+    async def delete_secret(self, namespace: str, name: str) -> None:
+        """Delete a Secret; a missing one is fine."""
+        try:
+            await self._call("DELETE", f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}")
+        except KubeError as exc:
+            if not exc.not_found:
+                raise
+
+    # --- our resources -------------------------------------------------------------------------
+
+    def custom_path(self, plural: str, namespace: str, name: str) -> str:
+        """The API path of one of our resources."""
+        return f"/apis/{API_VERSION}/namespaces/{_q(namespace)}/{plural}/{_q(name)}"
+
+    async def read_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """One of our resources, or None."""
+        return await self.read(self.custom_path(plural, namespace, name))
+
+    async def list_custom(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """All resources of a kind, in one namespace or all."""
+        path = (
+            f"/apis/{API_VERSION}/namespaces/{_q(namespace)}/{plural}"
+            if namespace
+            else f"/apis/{API_VERSION}/{plural}"
+        )
+        items: list[dict[str, Any]] = (await self._call("GET", path)).get("items", [])
+        return items
+
+    async def patch_status(
+        self, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Merge-patch the status subresource."""
+        path = self.custom_path(plural, namespace, name) + "/status"
+        return await self._call(
+            "PATCH", path, json_body={"status": status}, content_type="application/merge-patch+json"
+        )
+
+    async def patch_annotations(
+        self, plural: str, namespace: str, name: str, annotations: dict[str, str | None]
+    ) -> None:
+        """Merge-patch annotations of one of our resources (None removes one)."""
+        await self._call(
+            "PATCH",
+            self.custom_path(plural, namespace, name),
+            json_body={"metadata": {"annotations": annotations}},
+            content_type="application/merge-patch+json",
+        )
+
+    async def installations(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every BundleInstallation visible."""
+        return await self.list_custom(INSTALLATION_PLURAL, namespace)
+
+    async def post_event(self, namespace: str, body: dict[str, Any]) -> None:
+        """Create an Event (events.k8s.io would do too; core/v1 is what kubectl describe reads)."""
+        await self._call("POST", f"/api/v1/namespaces/{_q(namespace)}/events", json_body=body)

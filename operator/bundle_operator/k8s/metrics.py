@@ -1,0 +1,320 @@
+"""Prometheus metrics of the operator, all named ``bundle_operator_*``, and the ``/metrics`` server.
+
+Everything is registered in this module's own ``REGISTRY`` (never the process-global one) through
+one ``Metrics`` object, ``METRICS``. Tests build ``Metrics(CollectorRegistry())`` for a clean slate
+and pass it to ``platform_event_hooks``, ``InstrumentedTransport`` and ``InstallationGauges``.
+
+Platform calls are labelled with the route *template* (``/v1/workspaces/{ws}/agents/{id}``), never
+the concrete path: ids would make one series per entity, and workspace names are user data.
+
+Two ways to measure platform calls; use one of them, not both (each would count the same call):
+
+- ``platform_event_hooks()`` for ``httpx.AsyncClient(event_hooks=...)`` (``PlatformClient`` passes
+  its ``event_hooks`` argument on). httpx fires response hooks only when an answer arrives, so a
+  call that fails in transport is not seen; report those with ``observe_platform_error``.
+- ``InstrumentedTransport(inner)``, a transport wrapper that ``PlatformClient(transport=...)``
+  already accepts. It sees answers and transport failures (``status="error"``) alike.
+
+Each attempt of a repeated call is one observation: retries are visible as extra calls.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import httpx
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+
+from bundle_operator.platform.kinds import ALL_KINDS
+
+PREFIX: Final = "bundle_operator_"
+
+ReconcileKind = Literal["Bundle", "BundleInstallation"]
+ReconcileResult = Literal["success", "blocked", "stalled", "retry", "error"]
+ReadyState = Literal["True", "False", "Unknown"]
+
+RECONCILE_KINDS: Final[tuple[ReconcileKind, ...]] = ("Bundle", "BundleInstallation")
+RECONCILE_RESULTS: Final[tuple[ReconcileResult, ...]] = ("success", "blocked", "stalled", "retry", "error")
+READY_STATES: Final[tuple[ReadyState, ...]] = ("True", "False", "Unknown")
+
+OTHER_ROUTE: Final = "other"
+ERROR_STATUS: Final = "error"
+
+# A reconcile may wait on several platform calls with backoff; a platform call is usually fast.
+_RECONCILE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+_CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_STARTED_KEY = "bundle_operator_started"
+
+
+class Metrics:
+    """The operator's metrics, registered in ``registry``; build one per registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.reconciles = Counter(
+            f"{PREFIX}reconciles_total",
+            "Reconciles handled, by resource kind and result.",
+            ("kind", "result"),
+            registry=registry,
+        )
+        self.reconcile_duration = Histogram(
+            f"{PREFIX}reconcile_duration_seconds",
+            "Wall time of one reconcile, by resource kind.",
+            ("kind",),
+            buckets=_RECONCILE_BUCKETS,
+            registry=registry,
+        )
+        self.platform_calls = Counter(
+            f"{PREFIX}platform_calls_total",
+            "HTTP calls to the platform API, by method, route template and status (or 'error').",
+            ("method", "route", "status"),
+            registry=registry,
+        )
+        self.platform_call_duration = Histogram(
+            f"{PREFIX}platform_call_duration_seconds",
+            "Time until the platform answered (or the call failed), by method and route template.",
+            ("method", "route"),
+            buckets=_CALL_BUCKETS,
+            registry=registry,
+        )
+        self.installations = Gauge(
+            f"{PREFIX}installations",
+            "BundleInstallations known to the operator, by their Ready condition status.",
+            ("ready",),
+            registry=registry,
+        )
+        self.drifted_entities = Gauge(
+            f"{PREFIX}drifted_entities",
+            "Platform entities of an installation whose live state differs from the bundle.",
+            ("namespace", "name"),
+            registry=registry,
+        )
+        # Series that exist from the start, so rate() and absent() work before the first event.
+        for kind in RECONCILE_KINDS:
+            self.reconcile_duration.labels(kind)
+            for result in RECONCILE_RESULTS:
+                self.reconciles.labels(kind, result)
+        for ready in READY_STATES:
+            self.installations.labels(ready).set(0)
+
+    def observe_reconcile(self, kind: ReconcileKind, result: ReconcileResult, seconds: float) -> None:
+        """Count one finished reconcile and its duration."""
+        if kind not in RECONCILE_KINDS:
+            raise ValueError(f"unknown reconcile kind {kind!r}; use one of {RECONCILE_KINDS}")
+        if result not in RECONCILE_RESULTS:
+            raise ValueError(f"unknown reconcile result {result!r}; use one of {RECONCILE_RESULTS}")
+        self.reconciles.labels(kind, result).inc()
+        self.reconcile_duration.labels(kind).observe(max(seconds, 0.0))
+
+    def observe_platform_call(self, method: str, path: str, status: int | str, seconds: float) -> None:
+        """Count one platform call; ``path`` is the concrete request path, templated here."""
+        method_label = method.upper() if method.upper() in _METHODS else "OTHER"
+        route = route_template(path)
+        self.platform_calls.labels(method_label, route, str(status)).inc()
+        self.platform_call_duration.labels(method_label, route).observe(max(seconds, 0.0))
+
+
+REGISTRY: Final = CollectorRegistry()
+METRICS: Final = Metrics(REGISTRY)
+
+
+# --- route templates ------------------------------------------------------------------------
+
+_COLLECTIONS: Final = frozenset(kind.path for kind in ALL_KINDS)
+# Sub-collections of a gateway bundle; each has a /{id} item route. Resource names keep their
+# '/' in the path, so a resource item may span several segments.
+_GATEWAY_COLLECTIONS: Final = frozenset(
+    {"members", "tools", "member-prompts", "member-resources", "prompts", "resources"}
+)
+_GATEWAY_ACTIONS: Final = frozenset({"rename", "members:order"})
+
+
+def route_template(path: str) -> str:
+    """The platform API route a request path belongs to, with ids as ``{id}`` and the workspace
+    as ``{ws}``; ``other`` for a path the API does not have.
+
+    ``path`` is the path as sent (percent-encoded; a query string is ignored). A base-URL prefix
+    before ``/v1/`` is dropped.
+    """
+    path = path.split("?", 1)[0]
+    segments = path.split("/")
+    for index in range(len(segments) - 1):
+        if segments[index] == "v1" and segments[index + 1] == "workspaces":
+            return _workspace_route(segments[index + 2 :])
+    if segments[-1] == "healthz":
+        return "/healthz"
+    return OTHER_ROUTE
+
+
+def _workspace_route(rest: list[str]) -> str:
+    # rest: the segments after /v1/workspaces; empty segments (//, a trailing /) are no route.
+    if len(rest) < 2 or not all(rest):
+        return OTHER_ROUTE
+    base = "/v1/workspaces/{ws}"
+    collection, tail = rest[1], rest[2:]
+    if collection == "idempotency-keys":
+        return f"{base}/idempotency-keys/{{id}}" if len(tail) == 1 else OTHER_ROUTE
+    if collection not in _COLLECTIONS:
+        return OTHER_ROUTE
+    if not tail:
+        return f"{base}/{collection}"
+    if len(tail) == 1:
+        return f"{base}/{collection}/{{id}}"
+    if collection == "endpoints" and tail[1:] == ["api-key"]:
+        return f"{base}/endpoints/{{id}}/api-key"
+    if collection != "gateway-bundles":
+        return OTHER_ROUTE
+    gateway = f"{base}/gateway-bundles/{{id}}"
+    sub, items = tail[1], tail[2:]
+    if sub in _GATEWAY_ACTIONS and not items:
+        return f"{gateway}/{sub}"
+    if sub not in _GATEWAY_COLLECTIONS:
+        return OTHER_ROUTE
+    if not items:
+        return f"{gateway}/{sub}"
+    if len(items) == 1 or sub == "resources":
+        return f"{gateway}/{sub}/{{id}}"
+    return OTHER_ROUTE
+
+
+# --- platform calls -------------------------------------------------------------------------
+
+
+def _request_path(request: httpx.Request) -> str:
+    # raw_path keeps the percent-encoding: an id holding an encoded '/' stays one segment.
+    return request.url.raw_path.decode("ascii", errors="replace")
+
+
+def platform_event_hooks(
+    metrics: Metrics = METRICS,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, list[Callable[..., Any]]]:
+    """Async hooks for ``httpx.AsyncClient(event_hooks=...)`` that count and time each answer.
+
+    Transport failures never reach a response hook: report them with ``observe_platform_error``,
+    or use ``InstrumentedTransport`` instead of these hooks.
+    """
+
+    async def on_request(request: httpx.Request) -> None:
+        request.extensions[_STARTED_KEY] = clock()
+
+    async def on_response(response: httpx.Response) -> None:
+        request = response.request
+        started = request.extensions.get(_STARTED_KEY)
+        seconds = clock() - started if isinstance(started, float) else 0.0
+        metrics.observe_platform_call(request.method, _request_path(request), response.status_code, seconds)
+
+    return {"request": [on_request], "response": [on_response]}
+
+
+def observe_platform_error(method: str, path: str, seconds: float, metrics: Metrics = METRICS) -> None:
+    """Count a platform call that got no answer (connection refused, timeout, reset)."""
+    metrics.observe_platform_call(method, path, ERROR_STATUS, seconds)
+
+
+class InstrumentedTransport(httpx.AsyncBaseTransport):
+    """Wraps a transport and measures every call through it, failed ones included."""
+
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport | None = None,
+        metrics: Metrics = METRICS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._inner = inner if inner is not None else httpx.AsyncHTTPTransport()
+        self._metrics = metrics
+        self._clock = clock
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        started = self._clock()
+        try:
+            response = await self._inner.handle_async_request(request)
+        except httpx.TransportError:
+            self._metrics.observe_platform_call(
+                request.method, _request_path(request), ERROR_STATUS, self._clock() - started
+            )
+            raise
+        self._metrics.observe_platform_call(
+            request.method, _request_path(request), response.status_code, self._clock() - started
+        )
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+# --- installation gauges --------------------------------------------------------------------
+
+
+_READY_BY_TEXT: Final[dict[str, ReadyState]] = {state: state for state in READY_STATES}
+
+
+@dataclass(frozen=True)
+class _InstallationState:
+    ready: ReadyState
+    drifted: int
+
+
+class InstallationGauges:
+    """Per-installation state behind ``installations{ready}`` and ``drifted_entities``.
+
+    ``set`` after each status write, ``forget`` when an installation is deleted, so a deleted
+    installation stops counting and its drift series disappears.
+    """
+
+    def __init__(self, metrics: Metrics = METRICS) -> None:
+        self._metrics = metrics
+        self._states: dict[tuple[str, str], _InstallationState] = {}
+        self._lock = threading.Lock()
+
+    def set(self, namespace: str, name: str, ready: str, drifted: int) -> None:
+        """Record the installation's Ready status (True|False|Unknown; anything else is Unknown)."""
+        ready_state = _READY_BY_TEXT.get(ready, "Unknown")
+        with self._lock:
+            self._states[(namespace, name)] = _InstallationState(ready_state, max(drifted, 0))
+            self._metrics.drifted_entities.labels(namespace, name).set(max(drifted, 0))
+            self._recount()
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a deleted installation; forgetting an unknown one does nothing."""
+        with self._lock:
+            if self._states.pop((namespace, name), None) is None:
+                return
+            self._metrics.drifted_entities.remove(namespace, name)
+            self._recount()
+
+    def _recount(self) -> None:
+        counts = dict.fromkeys(READY_STATES, 0)
+        for state in self._states.values():
+            counts[state.ready] += 1
+        for ready, count in counts.items():
+            self._metrics.installations.labels(ready).set(count)
+
+
+# --- /metrics -------------------------------------------------------------------------------
+
+
+async def serve_metrics(host: str, port: int, registry: CollectorRegistry = REGISTRY) -> web.AppRunner:
+    """Serve ``GET /metrics`` from ``registry``; call ``cleanup()`` on the runner to stop.
+
+    With ``port=0`` the system picks a free port: read it from ``runner.addresses``.
+    """
+
+    async def metrics_view(request: web.Request) -> web.Response:
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        return web.Response(body=encoder(registry), headers={"Content-Type": content_type})
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_view)
+    # No access log: Prometheus scrapes every few seconds.
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

@@ -1,0 +1,33 @@
+"""One platform client per (URL, token), shared by every installation that talks to it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from bundle_operator.platform.client import PlatformClient
+
+
+class PlatformPool:
+    """Hands out clients and closes them all at shutdown."""
+
+    def __init__(self, event_hooks: dict[str, list[Callable[..., Any]]] | None = None) -> None:
+        self._clients: dict[tuple[str, str], PlatformClient] = {}
+        self._event_hooks = event_hooks
+
+    def get(self, url: str, token: str | None) -> PlatformClient:
+        """The client for ``url`` with ``token``; a rotated token gets a new client."""
+        # The token is only a dictionary key here, hashed so it does not sit in the key as text.
+        key = (url.rstrip("/"), hashlib.sha256((token or "").encode()).hexdigest())
+        client = self._clients.get(key)
+        if client is None:
+            client = PlatformClient(url, token=token, event_hooks=self._event_hooks)
+            self._clients[key] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close every client."""
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()

@@ -1,0 +1,374 @@
+"""The custom resources (DESIGN.md §4) as pydantic models: the operator parses spec with them and
+writes status through them, and ``make crds`` renders the CustomResourceDefinitions from them.
+
+Field names are the user-facing API (camelCase in manifests); Python attributes are snake_case.
+Descriptions are what ``kubectl explain`` shows. The ``x-kubernetes-*`` extras (CEL rules, list
+types) only shape the CRD; the operator's own analyze reports what a structural schema cannot say.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "bundle-operator.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+BUNDLE_PLURAL = "bundles"
+INSTALLATION_PLURAL = "bundleinstallations"
+
+
+def _cel(rule: str, message: str) -> dict[str, Any]:
+    """A CRD validation rule, for ``json_schema_extra``."""
+    return {"x-kubernetes-validations": [{"rule": rule, "message": message}]}
+
+
+def _immutable(what: str) -> dict[str, Any]:
+    """A rule refusing any change of the field once the resource exists."""
+    return _cel("self == oldSelf", f"{what} cannot change; create a new BundleInstallation")
+
+
+# Server-side apply merges conditions one by one, keyed by type, as Kubernetes' own conditions.
+_CONDITIONS: dict[str, Any] = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+# ----------------------------------------------------------------------------------------- shared
+
+
+class LocalObjectKeyRef(_Model):
+    """A key of a ConfigMap or Secret in the resource's own namespace."""
+
+    name: str = Field(min_length=1, max_length=253, description="The object's name, in the same namespace.")
+    key: str = Field(min_length=1, max_length=253, description="The key inside the object's data.")
+
+
+class Condition(_Model):
+    """A kstatus condition."""
+
+    type: str = Field(description="Ready, Reconciling, Stalled, or a domain condition.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(description="A CamelCase reason that scripts can match on.")
+    message: str = Field(default="", description="What happened and what to do next.")
+    last_transition_time: str | None = Field(
+        default=None, description="When status last changed (RFC 3339); unchanged while status stays."
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this condition was computed for."
+    )
+
+
+class StatusIssue(_Model):
+    """One finding of analyze, as the CLI's JSON contract has it, in Kubernetes casing."""
+
+    severity: Literal["Blocking", "Warning"] = Field(
+        description="Blocking stops the install; Warning does not."
+    )
+    code: str = Field(description="A stable issue code, e.g. unknown_reference.")
+    path: str | None = Field(default=None, description="A JSON Pointer into the bundle document.")
+    entity: str | None = Field(default=None, description="The entity concerned, kind:key.")
+    line: int | None = Field(default=None, description="The line of the document, where known.")
+    message: str = Field(description="What is wrong; names the field, never a secret value.")
+
+
+# ----------------------------------------------------------------------------------------- Bundle
+
+
+class UrlSource(_Model):
+    """A bundle document fetched over HTTPS, checked against a SHA-256."""
+
+    url: str = Field(min_length=1, description="Where the document is fetched from (https; 5 MB cap).")
+    sha256: str = Field(
+        pattern=r"^[0-9a-f]{64}$", description="The SHA-256 of the fetched bytes, 64 lowercase hex digits."
+    )
+
+
+class McpbSource(_Model):
+    """A .mcpb archive, read and verified by the archive reader and converted to a bundle."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "[has(self.url), has(self.configMapRef), has(self.secretRef)]"
+                    ".filter(x, x).size() == 1",
+                    "message": "exactly one archive: url, configMapRef or secretRef",
+                },
+                {"rule": "!has(self.url) || has(self.sha256)", "message": "mcpb.url requires sha256"},
+            ]
+        }
+    )
+
+    url: str | None = Field(default=None, description="Where the archive is fetched from; needs sha256.")
+    sha256: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$", description="The SHA-256 of the archive's bytes."
+    )
+    config_map_ref: LocalObjectKeyRef | None = Field(
+        default=None, description="A ConfigMap whose binaryData key holds the archive."
+    )
+    secret_ref: LocalObjectKeyRef | None = Field(
+        default=None, description="A Secret whose data key holds the archive."
+    )
+    require_signature: bool = Field(
+        default=False, description="Refuse an archive that carries no valid MCPB signature."
+    )
+    trusted_fingerprints: list[str] = Field(
+        default_factory=list,
+        description="SHA-256 fingerprints (hex) of signer certificates to accept; empty accepts any signer.",
+    )
+
+
+class BundleSource(_Model):
+    """Where the bundle document comes from: exactly one of inline, configMapRef, url, mcpb."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            "[has(self.inline), has(self.configMapRef), has(self.url), has(self.mcpb)]"
+            ".filter(x, x).size() == 1",
+            "exactly one source: inline, configMapRef, url or mcpb",
+        )
+    )
+
+    # `make crds` types this field by the document's own models (bundle_operator.document.models).
+    inline: dict[str, Any] | None = Field(
+        default=None, description="The bundle document itself (schema_version 0.1.0), field by field."
+    )
+    config_map_ref: LocalObjectKeyRef | None = Field(
+        default=None, description="A ConfigMap key holding the document as YAML or JSON."
+    )
+    url: UrlSource | None = Field(default=None, description="A document fetched over HTTPS.")
+    mcpb: McpbSource | None = Field(default=None, description="A .mcpb archive converted to a bundle.")
+
+
+class BundleSpec(_Model):
+    """A catalog item: nothing is installed by a Bundle alone."""
+
+    source: BundleSource = Field(description="Where the bundle document comes from.")
+
+
+class EntityCounts(_Model):
+    """How many entities of each kind the bundle has."""
+
+    mcps: int = Field(default=0, description="MCP servers.")
+    skills: int = Field(default=0, description="Skills.")
+    agents: int = Field(default=0, description="Agents.")
+    channels: int = Field(default=0, description="Chat channels.")
+    automations: int = Field(default=0, description="Scheduled automations.")
+    policies: int = Field(default=0, description="Governance policies.")
+
+
+class SetupFieldStatus(_Model):
+    """A setup value an installation must supply."""
+
+    key: str = Field(description="The key a BundleInstallation's spec.setup supplies a value for.")
+    label: str = Field(description="A short label for a person.")
+    type: Literal["string", "secret", "url", "number", "boolean"] = Field(
+        description="The value's type; a secret must come from a secretKeyRef."
+    )
+    required: bool = Field(default=True, description="Whether an installation must supply it.")
+    description: str | None = Field(default=None, description="What the value is for.")
+
+
+class SignatureStatus(_Model):
+    """The MCPB signature of an archive source."""
+
+    status: Literal["Signed", "Unsigned"] = Field(description="Signed or Unsigned (refused archives stall).")
+    subject: str | None = Field(default=None, description="The signer certificate's subject.")
+    fingerprint_sha256: str | None = Field(default=None, description="The signer certificate's SHA-256.")
+
+
+class BundleStatus(_Model):
+    """What the operator found in the source."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this status was computed for."
+    )
+    digest: str | None = Field(default=None, description="sha256 of the canonical document.")
+    bundle_name: str | None = Field(default=None, description="The document's name.")
+    version: str | None = Field(default=None, description="The document's version.")
+    entities: EntityCounts | None = Field(default=None, description="How many entities of each kind it has.")
+    setup_fields: list[SetupFieldStatus] = Field(
+        default_factory=list, description="The setup values an installation must supply."
+    )
+    signature: SignatureStatus | None = Field(
+        default=None, description="The archive's MCPB signature (mcpb sources only)."
+    )
+    issues: list[StatusIssue] = Field(
+        default_factory=list, description="What analyze found: Blocking issues stop every install."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready and Stalled.", json_schema_extra=_CONDITIONS
+    )
+
+
+# ----------------------------------------------------------------------------- BundleInstallation
+
+
+class BundleRef(_Model):
+    """The Bundle to install, in the same namespace."""
+
+    name: str = Field(min_length=1, max_length=253, description="The Bundle's name.")
+
+
+class PlatformConnection(_Model):
+    """Which platform to install into, instead of the operator's default."""
+
+    url: str = Field(min_length=1, description="The platform's base URL.")
+    token_secret_ref: LocalObjectKeyRef | None = Field(
+        default=None, description="A Secret key holding the platform's bearer token."
+    )
+
+
+class SetupValue(_Model):
+    """One setup value: exactly one of value (non-secret fields only) or secretKeyRef."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            "has(self.value) != has(self.secretKeyRef)", "exactly one of value or secretKeyRef"
+        )
+    )
+
+    key: str = Field(min_length=1, description="The setup field's key in the bundle.")
+    value: str | None = Field(default=None, description="A literal value; refused for secret fields.")
+    secret_key_ref: LocalObjectKeyRef | None = Field(
+        default=None, description="A Secret key holding the value."
+    )
+
+
+class UpdatePolicy(_Model):
+    """How updates treat fields that changed both in the bundle and on the platform."""
+
+    on_conflict: Literal["Fail", "KeepMine", "TakeTheirs"] = Field(
+        default="Fail",
+        description="Fail writes nothing and reports; KeepMine keeps the platform's value; "
+        "TakeTheirs writes the bundle's.",
+    )
+
+
+class DriftPolicy(_Model):
+    """How often the platform is compared with what was installed, and what happens on drift."""
+
+    interval: str = Field(
+        default="5m",
+        pattern=r"^([0-9]+(s|m|h))+$",
+        description="How often to check, e.g. 30s, 5m, 1h.",
+    )
+    mode: Literal["Warn", "Correct", "Disabled"] = Field(
+        default="Warn",
+        description="Warn reports drift; Correct writes back what drifted; Disabled does not check.",
+    )
+
+
+class BundleInstallationSpec(_Model):
+    """A Bundle installed into one workspace of a platform."""
+
+    bundle_ref: BundleRef = Field(
+        description="The Bundle to install; cannot change.", json_schema_extra=_immutable("bundleRef")
+    )
+    workspace: str = Field(
+        min_length=1,
+        max_length=128,
+        description="The platform workspace; cannot change.",
+        json_schema_extra=_immutable("workspace"),
+    )
+    platform: PlatformConnection | None = Field(
+        default=None, description="Overrides the operator's default platform connection."
+    )
+    # maxItems bounds the cost of the per-item CEL rule, which the apiserver estimates up front.
+    setup: list[SetupValue] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Setup values, keyed by key.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"]},
+    )
+    substitutions: dict[str, str] = Field(
+        default_factory=dict, description='Requirement substitutions, e.g. {"model:gpt-4.1": "gpt-5"}.'
+    )
+    activate: bool = Field(default=False, description="Enable the bundle's channels and automations.")
+    update_policy: UpdatePolicy = Field(
+        default_factory=UpdatePolicy,
+        description="How updates treat fields changed both in the bundle and on the platform.",
+    )
+    drift_policy: DriftPolicy = Field(
+        default_factory=DriftPolicy,
+        description="How often the platform is compared with what was installed, and what happens on drift.",
+    )
+    deletion_policy: Literal["Delete", "Orphan"] = Field(
+        default="Delete",
+        description="Delete uninstalls (keeping edited entities) when the resource is deleted; "
+        "Orphan leaves the platform alone.",
+    )
+    suspend: bool = Field(default=False, description="Stop writing to the platform until false again.")
+
+
+class PreviewEntity(_Model):
+    """What an install would do with one entity."""
+
+    kind: str = Field(description="The entity's kind, e.g. mcp or agent.")
+    key: str = Field(description="The entity's key in the bundle.")
+    action: Literal["Create", "Reuse", "Update", "Skipped"] = Field(description="What an install would do.")
+    reason: str | None = Field(default=None, description="Why, for Reuse and Skipped.")
+    id: str | None = Field(default=None, description="The platform id of an entity that exists already.")
+
+
+class Preview(_Model):
+    """Analyze's result before the first write."""
+
+    entities: list[PreviewEntity] = Field(default_factory=list, description="What happens to each entity.")
+    issues: list[StatusIssue] = Field(default_factory=list, description="What analyze found.")
+    blocking: bool = Field(default=False, description="Whether a Blocking issue stops the install.")
+
+
+class InstalledEntity(_Model):
+    """An entity the installation wrote, with its platform id."""
+
+    kind: str = Field(description="The entity's kind, e.g. mcp or agent.")
+    key: str = Field(description="The entity's key in the bundle.")
+    id: str | None = Field(default=None, description="The entity's platform id.")
+    action: Literal["Created", "Updated", "Reused", "Kept", "Skipped"] = Field(
+        description="What the last install or update did with it."
+    )
+
+
+class ConflictStatus(_Model):
+    """A field changed both in the bundle and on the platform."""
+
+    entity: str = Field(description="The entity, kind:key.")
+    path: str = Field(description="A JSON Pointer to the field, inside the entity.")
+
+
+class DriftStatus(_Model):
+    """An entity whose live state differs from what was installed."""
+
+    entity: str = Field(description="The entity, kind:key.")
+    paths: list[str] = Field(default_factory=list, description="JSON Pointers to the fields that differ.")
+
+
+class BundleInstallationStatus(_Model):
+    """What is installed, what an install would do, and whether the platform still matches."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this status was computed for."
+    )
+    installed_digest: str | None = Field(default=None, description="sha256 of the installed document.")
+    installed_version: str | None = Field(default=None, description="The installed document's version.")
+    preview: Preview | None = Field(default=None, description="What an install would do, before it writes.")
+    entities: list[InstalledEntity] = Field(
+        default_factory=list, description="The entities installed, with their platform ids."
+    )
+    conflicts: list[ConflictStatus] = Field(
+        default_factory=list, description="Fields changed both in the bundle and on the platform."
+    )
+    drift: list[DriftStatus] = Field(
+        default_factory=list, description="Entities whose live state differs from what was installed."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, Reconciling, Stalled, Analyzed, Installed, Drifted, Conflict, Activated.",
+        json_schema_extra=_CONDITIONS,
+    )

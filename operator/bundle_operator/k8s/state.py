@@ -1,0 +1,141 @@
+"""The installation's engine record and journal, kept in a Secret the installation owns.
+
+The record holds ids, what was written, HMACs of secret values and the key of those HMACs, and
+the creates in flight: enough to resume or roll back after the operator dies at any point. Every
+write carries the resourceVersion last read, so two writers (a second replica, a stale run) can
+never silently overwrite each other: the loser gets ``StateConflict`` and its run stops.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from typing import Any
+
+from pydantic import ValidationError
+
+from bundle_operator.engine.record import Record
+from bundle_operator.k8s.kube import Kube, KubeError
+from bundle_operator.k8s.resources import API_VERSION
+
+RECORD_KEY = "record.json"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_INSTALLATION = "bundle-operator.dev/installation"
+
+
+class StateConflict(Exception):
+    """The state Secret changed since it was read: another writer is at work."""
+
+
+class StateUnreadable(Exception):
+    """The state Secret exists but does not hold a record this operator can read."""
+
+
+def state_secret_name(installation: str) -> str:
+    """``<installation>-bundle-state``, shortened with a hash when the name would be too long."""
+    name = f"{installation}-bundle-state"
+    if len(name) <= 253:
+        return name
+    digest = hashlib.sha256(installation.encode()).hexdigest()[:10]
+    return f"{installation[:230]}-{digest}-bundle-state"
+
+
+def _label_value(value: str) -> str:
+    if len(value) <= 63 and re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", value):
+        return value
+    return hashlib.sha256(value.encode()).hexdigest()[:40]
+
+
+class StateStore:
+    """Load and persist one installation's record."""
+
+    def __init__(self, kube: Kube, installation: dict[str, Any]) -> None:
+        meta = installation["metadata"]
+        self._kube = kube
+        self.namespace: str = meta["namespace"]
+        self.owner_name: str = meta["name"]
+        self.owner_uid: str = meta["uid"]
+        self.name = state_secret_name(self.owner_name)
+        self._resource_version: str | None = None
+        self.writes = 0
+
+    def _identity(self) -> str:
+        # The uid makes idempotency keys of a re-created installation differ from its predecessor's.
+        return f"k8s/{self.namespace}/{self.owner_name}/{self.owner_uid}"
+
+    async def load(self, workspace: str) -> Record:
+        """The record, or a new one (not yet written) when the installation has none."""
+        secret = await self._kube.read_secret(self.namespace, self.name)
+        if secret is None:
+            self._resource_version = None
+            return Record(installation=self._identity(), workspace=workspace)
+        owners = secret.get("metadata", {}).get("ownerReferences") or []
+        if not any(o.get("uid") == self.owner_uid for o in owners):
+            raise StateUnreadable(
+                f"Secret '{self.name}' exists but is not owned by this BundleInstallation; "
+                "rename or delete it"
+            )
+        self._resource_version = secret["metadata"]["resourceVersion"]
+        raw = (secret.get("data") or {}).get(RECORD_KEY)
+        if raw is None:
+            return Record(installation=self._identity(), workspace=workspace)
+        try:
+            record = Record.model_validate_json(base64.b64decode(raw))
+        except (ValidationError, ValueError) as exc:
+            raise StateUnreadable(
+                f"Secret '{self.name}' key '{RECORD_KEY}' is not a record ({type(exc).__name__})"
+            ) from None
+        if record.workspace != workspace:
+            raise StateUnreadable(
+                f"Secret '{self.name}' records workspace '{record.workspace}', not '{workspace}'"
+            )
+        return record
+
+    def _body(self, record: Record) -> dict[str, Any]:
+        data = json.dumps(record.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        metadata: dict[str, Any] = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "labels": {
+                LABEL_MANAGED_BY: "bundle-operator",
+                LABEL_INSTALLATION: _label_value(self.owner_name),
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": "BundleInstallation",
+                    "name": self.owner_name,
+                    "uid": self.owner_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        }
+        if self._resource_version is not None:
+            metadata["resourceVersion"] = self._resource_version
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": metadata,
+            "data": {RECORD_KEY: base64.b64encode(data.encode()).decode()},
+        }
+
+    async def persist(self, record: Record) -> None:
+        """Write the record, failing with StateConflict if anyone wrote since it was read."""
+        body = self._body(record)
+        try:
+            if self._resource_version is None:
+                written = await self._kube.create_secret(self.namespace, body)
+            else:
+                written = await self._kube.replace_secret(self.namespace, self.name, body)
+        except KubeError as exc:
+            if exc.conflict:
+                raise StateConflict(
+                    f"Secret '{self.name}' changed while this run held it; the run stops and starts over"
+                ) from None
+            raise
+        self._resource_version = written["metadata"]["resourceVersion"]
+        self.writes += 1

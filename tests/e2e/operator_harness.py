@@ -1,0 +1,147 @@
+"""The operator as a user runs it: `python -m bundle_operator` as a subprocess against the dev
+cluster, with the reference platform over HTTP as its default platform."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bundle_operator.devcluster import Kubectl, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = ROOT / "crds"
+EXAMPLES = ROOT / "examples" / "k8s"
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def apply_crds(kubectl: Kubectl) -> None:
+    """Install the CRDs the way the README says, and wait until they are served."""
+    kubectl.run("apply", "--server-side", "-f", str(CRDS))
+    for crd in ("bundles.bundle-operator.dev", "bundleinstallations.bundle-operator.dev"):
+        kubectl.wait_for_condition("crd", crd, "Established", timeout=30)
+
+
+@dataclass
+class OperatorProcess:
+    """A running operator; its JSON log goes to ``log``."""
+
+    kubeconfig: Path
+    platform_url: str
+    log: Path
+    extra: tuple[str, ...] = ()
+    process: subprocess.Popen[bytes] | None = None
+    health_port: int = 0
+    metrics_port: int = 0
+    logs_seen: list[str] = field(default_factory=list)
+
+    def start(self, timeout: float = 60.0) -> OperatorProcess:
+        """Start it and wait until /readyz answers 200."""
+        self.health_port, self.metrics_port = free_port(), free_port()
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        env.pop("BUNDLE_PLATFORM_TOKEN", None)
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bundle_operator",
+                    "--all-namespaces",
+                    "--platform-url",
+                    self.platform_url,
+                    "--allow-private-sources",
+                    "--health-port",
+                    str(self.health_port),
+                    "--metrics-port",
+                    str(self.metrics_port),
+                    "--probe-host",
+                    "127.0.0.1",
+                    *self.extra,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+
+        def ready() -> bool:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the operator exited: {self.log.read_text()[-3000:]}")
+            try:
+                return httpx.get(f"http://127.0.0.1:{self.health_port}/readyz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, timeout, "the operator's /readyz")
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all, as a node failure would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            raise
+
+    def metrics(self) -> str:
+        """The Prometheus text of /metrics."""
+        return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
+
+
+def wait_ready(
+    kubectl: Kubectl, kind: str, name: str, namespace: str, timeout: float = 90.0
+) -> dict[str, object]:
+    """Wait for Ready=True with the current generation observed, as `kubectl wait` would."""
+
+    def ready() -> dict[str, object] | None:
+        obj = kubectl.get_or_none(kind, name, namespace)
+        if obj is None:
+            return None
+        status = obj.get("status") or {}
+        if status.get("observedGeneration") != obj["metadata"].get("generation"):
+            return None
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "Ready" and cond.get("status") == "True":
+                return obj
+        return None
+
+    return wait_until(ready, timeout, f"{kind} {namespace}/{name} Ready")
+
+
+def condition(obj: dict[str, object], type_: str) -> dict[str, object] | None:
+    """One condition of an object's status."""
+    status = obj.get("status") or {}
+    assert isinstance(status, dict)
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return None
+
+
+def elapsed_since(start: float) -> float:
+    """Seconds since ``start`` (time.monotonic)."""
+    return time.monotonic() - start
