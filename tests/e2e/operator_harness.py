@@ -44,6 +44,8 @@ class OperatorProcess:
     platform_url: str
     log: Path
     extra: tuple[str, ...] = ()
+    # Which namespaces it watches; the session's operator leaves e2e-solo-* to tests that run their own.
+    scope: tuple[str, ...] = ("--namespace", "!e2e-solo-*")
     process: subprocess.Popen[bytes] | None = None
     health_port: int = 0
     metrics_port: int = 0
@@ -60,7 +62,7 @@ class OperatorProcess:
                     sys.executable,
                     "-m",
                     "bundle_operator",
-                    "--all-namespaces",
+                    *self.scope,
                     "--platform-url",
                     self.platform_url,
                     "--allow-private-sources",
