@@ -11,10 +11,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from bundle_operator.devcluster import Kubectl, wait_until
+from tests.integration.platform.platform_harness import PlatformProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
@@ -147,3 +149,24 @@ def condition(obj: dict[str, object], type_: str) -> dict[str, object] | None:
 def elapsed_since(start: float) -> float:
     """Seconds since ``start`` (time.monotonic)."""
     return time.monotonic() - start
+
+
+def platform_list(platform: PlatformProcess, workspace: str, path: str) -> list[dict[str, Any]]:
+    """Every entity of a collection in a workspace, straight from the platform's API."""
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        params = {"limit": "200", **({"cursor": cursor} if cursor else {})}
+        page = httpx.get(f"{platform.url}/v1/workspaces/{workspace}/{path}", params=params, timeout=10).json()
+        items += page["items"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return items
+
+
+def with_workspace(path: Path, tmp: Path, workspace: str) -> Path:
+    """The example installation, pointed at a workspace of the test's own."""
+    text = path.read_text().replace("workspace: acme", f"workspace: {workspace}")
+    out = tmp / path.name
+    out.write_text(text)
+    return out

@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from bundle_operator.devcluster import Kubectl, wait_until
-from tests.e2e.operator_harness import EXAMPLES, OperatorProcess, condition, wait_ready
+from tests.e2e.operator_harness import (
+    EXAMPLES,
+    OperatorProcess,
+    condition,
+    platform_list,
+    wait_ready,
+    with_workspace,
+)
 from tests.integration.platform.platform_harness import PlatformProcess
 
 pytestmark = pytest.mark.e2e
@@ -20,27 +25,6 @@ EXAMPLE_SECRETS = (
     "github_pat_EXAMPLE_ONLY_0000000000000000000000",
     "123456789:EXAMPLE-ONLY-not-a-real-bot-token",
 )
-
-
-def platform_list(platform: PlatformProcess, workspace: str, path: str) -> list[dict[str, Any]]:
-    """Every entity of a collection in a workspace, straight from the platform's API."""
-    items: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params = {"limit": "200", **({"cursor": cursor} if cursor else {})}
-        page = httpx.get(f"{platform.url}/v1/workspaces/{workspace}/{path}", params=params, timeout=10).json()
-        items += page["items"]
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return items
-
-
-def with_workspace(path: Path, tmp: Path, workspace: str) -> Path:
-    """The example installation, pointed at a workspace of the test's own."""
-    text = path.read_text().replace("workspace: acme", f"workspace: {workspace}")
-    out = tmp / path.name
-    out.write_text(text)
-    return out
 
 
 def test_example_installs_and_reports_ids(

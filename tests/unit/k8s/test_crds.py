@@ -186,20 +186,29 @@ def test_inline_document_is_typed_with_its_own_field_names() -> None:
     assert "maxLength" not in skill["properties"]["content"]
 
 
+PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "object": dict,
+    "array": list,
+    "string": str,
+    "boolean": bool,
+    "integer": int,
+    "number": (int, float),
+}
+
+
+def is_json_type(value: object, kind: str) -> bool:
+    """Whether YAML parsed `value` as the JSON type `kind` (a bool is not a number)."""
+    return isinstance(value, PYTHON_TYPES[kind]) and not (
+        kind in ("integer", "number") and isinstance(value, bool)
+    )
+
+
 def conforms(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
     """What the apiserver's structural validation would refuse in `value` (types, enums, fields)."""
     if schema.get("x-kubernetes-preserve-unknown-fields") and "type" not in schema:
         return []
     kind = schema["type"]
-    python = {
-        "object": dict,
-        "array": list,
-        "string": str,
-        "boolean": bool,
-        "integer": int,
-        "number": (int, float),
-    }
-    if not isinstance(value, python[kind]) or (kind in ("integer", "number") and isinstance(value, bool)):
+    if not is_json_type(value, kind):
         return [f"{path}: not {kind}"]
     if "enum" in schema and value not in schema["enum"]:
         return [f"{path}: {value!r} not in {schema['enum']}"]
