@@ -31,6 +31,7 @@ from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.metrics import METRICS, InstallationGauges, ReconcileKind, ReconcileResult
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, GROUP, INSTALLATION_PLURAL, VERSION
 from bundle_operator.k8s.setup import referenced_secrets
+from bundle_operator.k8s.state import LABEL_MANAGED_BY
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,8 @@ async def _nudge(plural: str, namespace: str, names: Any, marker: str) -> None:
                 log.warning("could not nudge %s %s/%s: %s", plural, namespace, name, exc.reason)
 
 
-@kopf.on.event("", "v1", "secrets", registry=REGISTRY)
+# The installations' own state Secrets change at every step of an install: not inputs of anything.
+@kopf.on.event("", "v1", "secrets", registry=REGISTRY, labels={LABEL_MANAGED_BY: kopf.ABSENT})
 async def secret_changed(namespace: str | None, name: str, meta: kopf.Meta, **kwargs: Any) -> None:
     if namespace is None:
         return

@@ -100,6 +100,11 @@ async def run_operator(options: RunOptions) -> None:
     import kopf
 
     configure_logging(options.log_level, options.json_logs)
+    # One line per HTTP request and per successful kopf handler drowns what matters; failures and
+    # retries still come through at WARNING and above, and the reconcilers log each outcome.
+    if options.log_level.upper() != "DEBUG":
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     kube = Kube(load_connection())
     platforms = PlatformPool(event_hooks=platform_event_hooks())
     sources = SourceSettings(allow_private_sources=options.allow_private_sources)
