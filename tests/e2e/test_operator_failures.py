@@ -281,7 +281,8 @@ def test_platform_fault_mid_install_rolls_back_then_retry_installs_once(
     contents = workspace_contents(platform, workspace)
     counts = {path: len(items) for path, items in contents.items()}
     for path, expected in EXPECTED_COUNTS.items():
-        assert counts[path] == expected, f"{path}: {counts[path]} entities, expected {expected}: {counts}"
+        names = sorted(str(e.get("name")) for e in contents[path])
+        assert counts[path] == expected, f"{path}: {names}, expected {expected}: {counts}"
     for path, items in contents.items():
         names = Counter(str(e.get("name")) for e in items if e.get("name") is not None)
         duplicates = {n: c for n, c in names.items() if c > 1}

@@ -28,6 +28,7 @@ from bundle_operator.k8s.installation import (
     platform_key,
 )
 from bundle_operator.k8s.kube import Kube, KubeError
+from bundle_operator.k8s.logs import object_extra
 from bundle_operator.k8s.metrics import METRICS, InstallationGauges, ReconcileKind, ReconcileResult
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, GROUP, INSTALLATION_PLURAL, VERSION
 from bundle_operator.k8s.setup import referenced_secrets
@@ -39,6 +40,7 @@ REGISTRY = kopf.OperatorRegistry()
 STORAGE_PREFIX = f"kopf.{GROUP}"
 FINALIZER = f"{GROUP}/finalizer"
 DRIFT_IDLE_SECONDS = 10.0
+KIND = "BundleInstallation"
 GAUGES = InstallationGauges(METRICS)
 
 
@@ -164,7 +166,7 @@ async def _nudge(plural: str, namespace: str, names: Any, marker: str) -> None:
             await runtime().kube.patch_annotations(plural, namespace, name, {ANNOTATION_INPUTS: marker})
         except KubeError as exc:
             if not exc.not_found:
-                log.warning("could not nudge %s %s/%s: %s", plural, namespace, name, exc.reason)
+                log.warning("could not nudge: %s", exc.reason, extra=object_extra(plural, namespace, name))
 
 
 # The installations' own state Secrets change at every step of an install: not inputs of anything.
@@ -216,7 +218,11 @@ async def _guarded(
         raise
     except Exception as exc:
         # Unknown: logged with the object's identity and retried with backoff, never a hot loop.
-        log.exception("reconcile of %s %s failed unexpectedly", kind, obj["metadata"].get("name"))
+        meta = obj["metadata"]
+        log.exception(
+            "reconcile failed unexpectedly",
+            extra=object_extra(kind, meta.get("namespace"), meta.get("name", ""), meta.get("uid")),
+        )
         raise kopf.TemporaryError(f"unexpected {type(exc).__name__}", delay=backoff(retry)) from None
     finally:
         METRICS.observe_reconcile(kind, result, time.monotonic() - started)
@@ -318,9 +324,9 @@ async def drift_timer(
                 rt.last_run[uid] = time.monotonic()
         except Retry as exc:
             result = "retry"
-            log.info("drift check of %s/%s will be retried: %s", namespace, name, exc)
+            log.info("drift check will be retried: %s", exc, extra=object_extra(KIND, namespace, name, uid))
         except Exception:
-            log.exception("drift check of %s/%s failed", namespace, name)
+            log.exception("drift check failed", extra=object_extra(KIND, namespace, name, uid))
         finally:
             METRICS.observe_reconcile("BundleInstallation", result, time.monotonic() - started)
 

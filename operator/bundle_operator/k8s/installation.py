@@ -27,6 +27,7 @@ from bundle_operator.engine.uninstall import uninstall
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.kube import Kube, KubeError
+from bundle_operator.k8s.logs import object_extra
 from bundle_operator.k8s.metrics import ReconcileResult
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.resources import (
@@ -388,12 +389,12 @@ class InstallationReconciler:
             ]
         )
         await status.write()
+        meta = body["metadata"]
         log.info(
-            "reconciled %s/%s in %.2f s with %d platform calls",
-            body["metadata"]["namespace"],
-            body["metadata"]["name"],
+            "reconciled in %.2f s with %d platform calls",
             time.monotonic() - started,
             calls,
+            extra=object_extra("BundleInstallation", meta["namespace"], meta["name"], meta.get("uid")),
         )
         return "success"
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bundle_operator.document.models import Bundle
+from bundle_operator.k8s.logs import REDACTOR
 from bundle_operator.k8s.resources import BundleInstallationSpec, LocalObjectKeyRef
 
 
@@ -49,12 +50,15 @@ async def secret_value(reader: SecretReader, namespace: str, ref: LocalObjectKey
             f"{field}: Secret '{ref.name}' has no key '{ref.key}'; add the key to the Secret",
         )
     try:
-        return base64.b64decode(raw, validate=True).decode("utf-8")
+        value = base64.b64decode(raw, validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         raise SetupProblem(
             "InvalidSecretValue",
             f"{field}: Secret '{ref.name}' key '{ref.key}' does not hold UTF-8 text",
         ) from None
+    # A safety net: should a value ever reach a log line, it is masked there.
+    REDACTOR.add(value)
+    return value
 
 
 async def read_setup(
