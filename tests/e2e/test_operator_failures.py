@@ -58,7 +58,8 @@ COLLECTIONS = (
     "secrets",
 )
 # How many entities of each the example creates (mcp-servers: the spec behind the instance;
-# secrets: the GitHub token the instance refers to; the bot token goes to the channel itself).
+# secrets: the GitHub token the instance refers to, and the channel's bot token, which the
+# platform keeps in its secret store).
 EXPECTED_COUNTS = {
     "mcp-servers": 1,
     "mcp-instances": 1,
@@ -67,7 +68,7 @@ EXPECTED_COUNTS = {
     "channels": 1,
     "triggers": 1,
     "policies": 2,
-    "secrets": 1,
+    "secrets": 2,
 }
 
 

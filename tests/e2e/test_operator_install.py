@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,3 +96,62 @@ def test_example_installs_and_reports_ids(
         "status after the reconcile request",
     )
     assert len(platform_list(platform, workspace, "agents")) == calls_before
+
+
+def test_second_installation_of_the_same_bundle_into_one_workspace_is_refused(
+    kubectl: Kubectl, operator: OperatorProcess, platform: PlatformProcess, namespace: str, tmp_path: Path
+) -> None:
+    kubectl.apply(EXAMPLES / "github-triage-secret.yaml", namespace=namespace)
+    kubectl.apply(EXAMPLES / "github-triage-bundle.yaml", namespace=namespace)
+    first = with_workspace(EXAMPLES / "github-triage-installation.yaml", tmp_path, namespace)
+    kubectl.apply(first, namespace=namespace)
+    wait_ready(kubectl, "bundleinstallation", "github-triage", namespace)
+
+    second = tmp_path / "second.yaml"
+    second.write_text(first.read_text().replace("name: github-triage\nspec:", "name: triage-again\nspec:"))
+    kubectl.apply(second, namespace=namespace)
+
+    def stalled() -> dict[str, Any] | None:
+        obj = kubectl.get("bundleinstallation", "triage-again", namespace)
+        found = condition(obj, "Stalled")
+        return found if found and found["status"] == "True" else None
+
+    cond = wait_until(stalled, 60, "the second installation to stall")
+    assert cond["reason"] == "DuplicateInstallation"
+    assert f"{namespace}/github-triage" in cond["message"]
+    # One agent: the second installation wrote nothing, and the two never fight.
+    assert len(platform_list(platform, namespace, "agents")) == 1
+    assert (
+        condition(kubectl.get("bundleinstallation", "github-triage", namespace), "Ready")["status"] == "True"
+    )
+
+
+def test_paused_installation_reports_without_writing(
+    kubectl: Kubectl, operator: OperatorProcess, platform: PlatformProcess, namespace: str, tmp_path: Path
+) -> None:
+    kubectl.apply(EXAMPLES / "github-triage-secret.yaml", namespace=namespace)
+    kubectl.apply(EXAMPLES / "github-triage-bundle.yaml", namespace=namespace)
+    paused = with_workspace(EXAMPLES / "github-triage-installation.yaml", tmp_path, namespace)
+    paused.write_text(
+        paused.read_text().replace(
+            "  name: github-triage\nspec:",
+            '  name: github-triage\n  annotations:\n    bundle-operator.dev/paused: "true"\nspec:',
+        )
+    )
+    kubectl.apply(paused, namespace=namespace)
+
+    def reported() -> dict[str, Any] | None:
+        obj = kubectl.get("bundleinstallation", "github-triage", namespace)
+        ready = condition(obj, "Ready")
+        return obj if ready and ready["reason"] == "Paused" else None
+
+    obj = wait_until(reported, 60, "a paused report")
+    assert condition(obj, "Ready")["status"] == "False"
+    assert {e["action"] for e in obj["status"]["preview"]["entities"]} == {"Create"}
+    assert platform_list(platform, namespace, "agents") == []
+
+    kubectl.run(
+        "annotate", "bundleinstallation", "github-triage", "-n", namespace, "bundle-operator.dev/paused-"
+    )
+    wait_ready(kubectl, "bundleinstallation", "github-triage", namespace)
+    assert len(platform_list(platform, namespace, "agents")) == 1
