@@ -11,7 +11,7 @@ TEST_PREREQS :=
 .PHONY: help venv lint typecheck test test-unit run clean
 
 help:
-	@echo "make run        analyze an example bundle on the embedded defaults"
+	@echo "make run        control plane + reference platform + operator, examples/k8s/ applied until Ready"
 	@echo "make test       everything: ruff, mypy --strict, the whole pytest suite"
 	@echo "make test-unit  the fast pure-layer tests only"
 
