@@ -170,3 +170,13 @@ def with_workspace(path: Path, tmp: Path, workspace: str) -> Path:
     out = tmp / path.name
     out.write_text(text)
     return out
+
+
+def state_record_text(state: dict[str, Any]) -> str:
+    """The engine record in a state Secret, as JSON text (it is stored gzip-compressed)."""
+    import base64
+    import gzip
+
+    raw = (state.get("data") or {}).get("record.json.gz")
+    assert raw, f"the state Secret has no record.json.gz: keys {sorted(state.get('data') or {})}"
+    return gzip.decompress(base64.b64decode(raw)).decode("utf-8")

@@ -4,7 +4,6 @@ is what makes that work, with no human step."""
 
 from __future__ import annotations
 
-import base64
 import json
 import secrets
 from collections.abc import Callable, Iterator
@@ -15,7 +14,7 @@ import httpx
 import pytest
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
-from tests.e2e.operator_harness import EXAMPLES, OperatorProcess, platform_list, wait_ready
+from tests.e2e.operator_harness import EXAMPLES, OperatorProcess, platform_list, state_record_text, wait_ready
 from tests.integration.platform.platform_harness import PlatformProcess
 
 pytestmark = pytest.mark.e2e
@@ -47,7 +46,7 @@ def record(kubectl: Kubectl, namespace: str, installation: str) -> dict[str, Any
     secret = kubectl.get_or_none("secret", f"{installation}-bundle-state", namespace)
     if secret is None:
         return None
-    loaded: dict[str, Any] = json.loads(base64.b64decode(secret["data"]["record.json"]))
+    loaded: dict[str, Any] = json.loads(state_record_text(secret))
     return loaded
 
 
@@ -83,6 +82,7 @@ def slow_creates(platform: PlatformProcess, workspace: str) -> None:
 
 
 Moment = Callable[[dict[str, Any] | None, dict[str, Any]], bool]
+
 
 def _ready(obj: dict[str, Any]) -> bool:
     return any(

@@ -4,7 +4,6 @@ with user data (metrics)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import secrets
@@ -23,6 +22,7 @@ from tests.e2e.operator_harness import (
     OperatorProcess,
     condition,
     platform_list,
+    state_record_text,
     wait_ready,
     with_workspace,
 )
@@ -165,10 +165,8 @@ def mcp_secrets(platform: PlatformProcess, workspace: str) -> set[tuple[str, int
 
 
 def decoded_record(state: dict[str, Any]) -> str:
-    """record.json of a state Secret, decoded."""
-    raw = (state.get("data") or {}).get("record.json")
-    assert raw, f"the state Secret has no record.json: keys {sorted(state.get('data') or {})}"
-    return base64.b64decode(raw).decode("utf-8")
+    """The record of a state Secret, decoded."""
+    return state_record_text(state)
 
 
 def samples(text: str) -> list[tuple[str, dict[str, str], float]]:

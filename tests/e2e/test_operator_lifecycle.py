@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -309,6 +310,22 @@ def test_delete_uninstalls_everything(
     assert "kept" not in " ".join(e["message"] for e in wait_event(kubectl, namespace, "Uninstalled"))
 
 
+def test_deleting_the_namespace_uninstalls(
+    kubectl: Kubectl, operator: OperatorProcess, platform: PlatformProcess, tmp_path: Path
+) -> None:
+    # The namespace controller deletes the state Secret together with the installation; the
+    # record must still be there when the installation's finalizer uninstalls.
+    namespace = f"e2e-nsdelete-{secrets.token_hex(3)}"
+    kubectl.run("create", "namespace", namespace)
+    install(kubectl, namespace, tmp_path)
+    assert workspace_contents(platform, namespace)["agents"]
+
+    kubectl.run("delete", "namespace", namespace, "--wait=false")
+    wait_until(lambda: kubectl.get_or_none("namespace", namespace) is None, 90, "the namespace gone")
+    left = {path: items for path, items in workspace_contents(platform, namespace).items() if items}
+    assert left == {}
+
+
 def test_delete_keeps_an_entity_edited_on_the_platform(
     kubectl: Kubectl, operator: OperatorProcess, platform: PlatformProcess, namespace: str, tmp_path: Path
 ) -> None:
@@ -421,6 +438,9 @@ def test_a_one_megabyte_bundle_installs(
         k: len(v) for k, v in annotations.items()
     }
     assert not any("Handbook part" in value for value in annotations.values())
+    # kopf's diff base is there, with the document replaced by its hash.
+    handled = [v for k, v in annotations.items() if k.endswith("last-handled-configuration")]
+    assert handled and "sha256" in handled[0], annotations
 
     apply_file(kubectl, tmp_path, "installation.yaml", example_installation(tmp_path, namespace), namespace)
     installed = wait_ready(kubectl, "bundleinstallation", NAME, namespace, timeout=120)

@@ -25,7 +25,14 @@ from bundle_operator.engine.desired import LEVELS, Desired, Inputs, desired_leve
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.merge import MergeResult, OnConflict, merge
 from bundle_operator.engine.preview import Action, EntityPlan, Preview
-from bundle_operator.engine.record import Part, Record, RecordedEntity, deletion_order, secret_hash
+from bundle_operator.engine.record import (
+    JournalEntry,
+    Part,
+    Record,
+    RecordedEntity,
+    deletion_order,
+    secret_hash,
+)
 from bundle_operator.engine.snapshot import Snapshot, project, read_snapshot
 from bundle_operator.engine.writer import Persist, Writer
 from bundle_operator.platform import kinds
@@ -229,6 +236,9 @@ async def plan(
             continue
         live = project(recorded, snapshot)
         if live is None:
+            # Gone already, but its other parts (server spec, secrets) are still ours to delete,
+            # and the record must let go of it.
+            removals.append(Removal(recorded, True, []))
             continue
         edited = changed_paths(recorded.spec, live)
         removals.append(Removal(recorded, not edited, edited))
@@ -361,6 +371,7 @@ async def apply(
     nothing_to_do = (
         not record.journal
         and not record.leftovers
+        and not record.unresolved
         and not first.removals
         and record.digest == parsed.digest
         and all(item.action == "REUSE" for item in first.items)
@@ -509,9 +520,30 @@ async def _restore(
         log.warning("rollback: could not restore %s: %s", written.entity, type(exc).__name__)
 
 
-async def delete_leftovers(writer: Writer) -> None:
-    """Retry deleting parts an earlier run could not delete."""
+async def resolve_unconfirmed(writer: Writer) -> None:
+    """Look up the creates a rolled-back run could not confirm, and delete those that landed."""
     record = writer.record
+    still: list[JournalEntry] = []
+    for entry in record.unresolved:
+        try:
+            found = await writer.platform.find_by_idempotency_key(writer.workspace, entry.idempotency_key)
+        except PlatformError:
+            still.append(entry)
+            continue
+        if found is None or not found.exists:
+            continue
+        if await writer.failed_to_delete(Part(role=entry.role, path=entry.path, id=found.id), entry.entity):
+            still.append(entry)
+    if still != record.unresolved:
+        record.unresolved = still
+        await writer.persist(record)
+
+
+async def delete_leftovers(writer: Writer) -> None:
+    """Retry deleting parts an earlier run could not delete, and resolve unconfirmed creates."""
+    record = writer.record
+    if record.unresolved:
+        await resolve_unconfirmed(writer)
     remaining = []
     for part in record.leftovers:
         if await writer.failed_to_delete(part, "an earlier run"):
@@ -565,8 +597,12 @@ async def roll_back_journal(writer: Writer) -> list[str]:
         if entry.state != "created" or entry.id is None:
             if entry.state == "pending":
                 log.warning(
-                    "rollback: %s %s of %s was never confirmed created", entry.path, entry.role, entry.entity
+                    "rollback: %s %s of %s was never confirmed created; the next run looks it up",
+                    entry.path,
+                    entry.role,
+                    entry.entity,
                 )
+                record.unresolved.append(entry)
             continue
         try:
             failed = await writer.failed_to_delete(

@@ -88,6 +88,9 @@ class Record(_Model):
     journal: list[JournalEntry] = Field(default_factory=list)
     # Parts still owned but no longer used, whose delete failed: every run tries them again.
     leftovers: list[Part] = Field(default_factory=list)
+    # Creates a rolled-back run could not confirm either way (the platform did not answer): the
+    # next run looks each up by idempotency key and deletes what did land.
+    unresolved: list[JournalEntry] = Field(default_factory=list)
 
     def find(self, entity: str) -> RecordedEntity | None:
         """The recorded entity ``kind:key``, if any."""

@@ -75,6 +75,10 @@ async def uninstall(
         log.warning("uninstall: %s stays: %s", entity, ", ".join(failures))
     if record.leftovers:
         result.failed.setdefault("(leftovers)", []).extend(f"{p.path}/{p.id}" for p in record.leftovers)
+    if record.unresolved:
+        result.failed.setdefault("(unconfirmed creates)", []).extend(
+            f"{e.path} {e.role} of {e.entity}" for e in record.unresolved
+        )
     await persist(record)
     return result
 

@@ -32,7 +32,7 @@ from bundle_operator.k8s.logs import object_extra
 from bundle_operator.k8s.metrics import METRICS, InstallationGauges, ReconcileKind, ReconcileResult
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, GROUP, INSTALLATION_PLURAL, VERSION
 from bundle_operator.k8s.setup import referenced_secrets
-from bundle_operator.k8s.state import LABEL_MANAGED_BY
+from bundle_operator.k8s.state import LABEL_INSTALLATION
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ STORAGE_PREFIX = f"kopf.{GROUP}"
 FINALIZER = f"{GROUP}/finalizer"
 DRIFT_IDLE_SECONDS = 10.0
 KIND = "BundleInstallation"
+TIMER_TICK_SECONDS = 5.0
 GAUGES = InstallationGauges(METRICS)
 
 
@@ -170,7 +171,7 @@ async def _nudge(plural: str, namespace: str, names: Any, marker: str) -> None:
 
 
 # The installations' own state Secrets change at every step of an install: not inputs of anything.
-@kopf.on.event("", "v1", "secrets", registry=REGISTRY, labels={LABEL_MANAGED_BY: kopf.ABSENT})
+@kopf.on.event("", "v1", "secrets", registry=REGISTRY, labels={LABEL_INSTALLATION: kopf.ABSENT})
 async def secret_changed(namespace: str | None, name: str, meta: kopf.Meta, **kwargs: Any) -> None:
     if namespace is None:
         return
@@ -199,6 +200,8 @@ async def _guarded(
     body: kopf.Body,
     retry: int,
     run: Callable[[dict[str, Any]], Awaitable[ReconcileResult]],
+    *,
+    plural: str | None = None,
 ) -> None:
     rt = runtime()
     obj: dict[str, Any] = dict(body)
@@ -207,6 +210,15 @@ async def _guarded(
     result: ReconcileResult = "error"
     try:
         async with rt.lock(uid):
+            if plural is not None:
+                # The event may be older than what a drift run that held the lock just saw: work
+                # from the object as it is now, never from an older generation.
+                meta = obj["metadata"]
+                fresh = await rt.kube.read_custom(plural, meta["namespace"], meta["name"])
+                if fresh is None or fresh["metadata"].get("uid") != uid:
+                    result = "success"
+                    return
+                obj = fresh
             result = await run(obj)
             rt.last_run[uid] = time.monotonic()
             rt.liveness.touch()
@@ -242,7 +254,7 @@ async def bundle_changed(
         await _nudge(INSTALLATION_PLURAL, namespace or "", users, marker)
         return outcome.result
 
-    await _guarded("Bundle", body, retry, run)
+    await _guarded("Bundle", body, retry, run, plural=BUNDLE_PLURAL)
 
 
 @kopf.on.delete(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY, optional=True)
@@ -269,12 +281,12 @@ async def installation_changed(body: kopf.Body, spec: kopf.Spec, retry: int, **k
     async def run(obj: dict[str, Any]) -> ReconcileResult:
         return await runtime().installations.reconcile(obj, peers, attempt=retry)
 
-    await _guarded("BundleInstallation", body, retry, run)
+    await _guarded("BundleInstallation", body, retry, run, plural=INSTALLATION_PLURAL)
 
 
 @kopf.on.delete(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
 async def installation_deleted(
-    body: kopf.Body, retry: int, namespace: str | None, name: str, **_: Any
+    body: kopf.Body, spec: kopf.Spec, retry: int, namespace: str | None, name: str, **kwargs: Any
 ) -> None:
     async def run(obj: dict[str, Any]) -> ReconcileResult:
         await runtime().installations.finalize(obj, attempt=retry)
@@ -282,6 +294,12 @@ async def installation_deleted(
 
     await _guarded("BundleInstallation", body, retry, run)
     GAUGES.forget(namespace or "", name)
+    # An installation refused as a duplicate of this one may go ahead now.
+    for peer in _peers(spec, kwargs["installations_by_target"]):
+        if peer.name != name or peer.namespace != namespace:
+            await _nudge(
+                INSTALLATION_PLURAL, peer.namespace, [peer.name], inputs_marker("Peer", name, "deleted")
+            )
 
 
 _DURATION = re.compile(r"([0-9]+)(s|m|h)")
@@ -302,19 +320,25 @@ async def drift_timer(
     """Checks drift every ``spec.driftPolicy.interval``, through the same reconcile."""
     rt = runtime()
     uid = meta["uid"]
-    while not stopped:
-        policy = (body.get("spec") or {}).get("driftPolicy") or {}
-        await stopped.wait(parse_interval(policy.get("interval")))
-        if stopped or namespace is None:
+    last = time.monotonic()
+    while not stopped and namespace is not None:
+        # Short naps, so a changed interval takes effect without waiting out the old one.
+        await stopped.wait(TIMER_TICK_SECONDS)
+        if stopped:
             break
         rt.liveness.touch()
-        if policy.get("mode") == "Disabled":
+        policy = (body.get("spec") or {}).get("driftPolicy") or {}
+        since = max(last, rt.last_run.get(uid, 0.0))
+        if policy.get("mode") == "Disabled" or time.monotonic() - since < parse_interval(
+            policy.get("interval")
+        ):
             continue
-        if time.monotonic() - rt.last_run.get(uid, 0.0) < DRIFT_IDLE_SECONDS:
-            continue  # a reconcile just ran; do not race a user's edit in flight
+        last = time.monotonic()
         fresh = await rt.kube.read_custom(INSTALLATION_PLURAL, namespace, name)
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             break
+        if _stalled_and_seen(fresh):
+            continue  # stalled: nothing changes until the user acts, and that triggers a reconcile
         peers = _peers(fresh.get("spec") or {}, PEERS_VIEW.index or {})
         started = time.monotonic()
         result: ReconcileResult = "error"
@@ -329,6 +353,15 @@ async def drift_timer(
             log.exception("drift check failed", extra=object_extra(KIND, namespace, name, uid))
         finally:
             METRICS.observe_reconcile("BundleInstallation", result, time.monotonic() - started)
+
+
+def _stalled_and_seen(obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    if status.get("observedGeneration") != obj["metadata"].get("generation"):
+        return False
+    return any(
+        c.get("type") == "Stalled" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
 
 
 class _PeersView:

@@ -11,6 +11,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -38,8 +39,15 @@ from bundle_operator.k8s.resources import (
 )
 from bundle_operator.k8s.setup import SetupProblem, read_setup, secret_value
 from bundle_operator.k8s.sources import SourceError, SourceSettings, resolve, status_issues
-from bundle_operator.k8s.state import StateConflict, StateStore, StateUnreadable
-from bundle_operator.platform.errors import Conflict, PlatformError, Unavailable
+from bundle_operator.k8s.state import (
+    MAX_RECORD_BYTES,
+    RecordTooLarge,
+    StateConflict,
+    StateStore,
+    StateUnreadable,
+    projected_size,
+)
+from bundle_operator.platform.errors import PlatformError, PreconditionFailed, Unavailable
 from bundle_operator.platform.protocol import PlatformAPI
 
 log = logging.getLogger(__name__)
@@ -93,6 +101,17 @@ class OperatorSettings:
     default_platform_url: str | None = None
     default_platform_token: str | None = None
     sources: SourceSettings = field(default_factory=SourceSettings)
+    # Read at every use: a mounted Secret's token rotates without an operator restart.
+    default_platform_token_file: Path | None = None
+
+    def default_token(self) -> str | None:
+        """The default platform's token, from the file when one was given."""
+        if self.default_platform_token_file is not None:
+            try:
+                return self.default_platform_token_file.read_text().strip() or None
+            except OSError:
+                return self.default_platform_token
+        return self.default_platform_token
 
 
 def platform_key(url: str | None) -> str:
@@ -212,7 +231,7 @@ class InstallationReconciler:
                 "NoPlatform",
                 "no platform: set spec.platform.url, or start the operator with --platform-url",
             )
-        return url, self.platforms.get(url, self.settings.default_platform_token)
+        return url, self.platforms.get(url, self.settings.default_token())
 
     async def _first_claim(
         self, body: dict[str, Any], bundle_name: str, url: str, workspace: str, peers: Sequence[Peer]
@@ -229,8 +248,19 @@ class InstallationReconciler:
             if peer.workspace != workspace or (peer.created, peer.namespace, peer.name) > mine:
                 continue
             other = await self.kube.read_custom(BUNDLE_PLURAL, peer.namespace, peer.bundle_ref)
-            if other is not None and (other.get("status") or {}).get("bundleName") == bundle_name:
+            if other is None:
+                continue
+            other_status = other.get("status") or {}
+            if other_status.get("bundleName") == bundle_name:
                 rivals.append(peer)
+            elif other_status.get("bundleName") is None and not _is_true(other_status, "Stalled"):
+                # Its Bundle is still resolving (a download, say): it may be this very bundle, and
+                # it came first. Wait rather than install twice.
+                raise Retry(
+                    f"waiting for Bundle {peer.namespace}/{peer.bundle_ref} of the older BundleInstallation "
+                    f"{peer.namespace}/{peer.name} to resolve, in case it installs the same bundle",
+                    backoff(2),
+                )
         return min(rivals, key=lambda p: (p.created, p.namespace, p.name), default=None)
 
     # --- reconcile -------------------------------------------------------------------------------
@@ -254,7 +284,14 @@ class InstallationReconciler:
             parsed = await self._bundle(namespace, spec)
             assert parsed.bundle is not None
             url, platform = await self._platform(namespace, spec)
-            claimant = await self._first_claim(body, parsed.bundle.name, url, spec.workspace, peers)
+            store = StateStore(self.kube, body)
+            record = await store.load(spec.workspace)
+            # An installation that already wrote keeps its claim, whoever is older.
+            claimant = (
+                None
+                if record.entities
+                else await self._first_claim(body, parsed.bundle.name, url, spec.workspace, peers)
+            )
             if claimant is not None:
                 raise SetupProblem(
                     "DuplicateInstallation",
@@ -263,8 +300,6 @@ class InstallationReconciler:
                     "delete one of the two",
                 )
             setup = await read_setup(spec, parsed.bundle, namespace, self.kube)
-            store = StateStore(self.kube, body)
-            record = await store.load(spec.workspace)
         except SetupProblem as exc:
             status.conditions(
                 [*cond.stalled(exc.reason, exc.message), cond.false("Analyzed", exc.reason, exc.message)]
@@ -283,7 +318,9 @@ class InstallationReconciler:
             on_conflict=_ON_CONFLICT[spec.update_policy.on_conflict],
         )
         try:
-            return await self._converge(body, spec, status, parsed, setup, platform, store, record, options)
+            return await self._converge(
+                body, spec, status, parsed, setup, platform, store, record, options, attempt
+            )
         except PlatformError as exc:
             return await self._platform_failure(body, status, exc, attempt)
         except StateConflict as exc:
@@ -300,6 +337,7 @@ class InstallationReconciler:
         store: StateStore,
         record: Record,
         options: Options,
+        attempt: int,
     ) -> ReconcileResult:
         assert parsed.bundle is not None
         started = time.monotonic()
@@ -309,18 +347,39 @@ class InstallationReconciler:
         if planned.preview.blocking:
             return await self._blocked(body, status, planned)
         status.patch["conflicts"] = []
+        # An entity deleted on the platform is drift: Warn reports it, Correct (or the next change of
+        # the bundle or its inputs) installs it again. Parts whose delete failed earlier are retried
+        # by the next run that writes, not by a run of their own that would flap Ready.
+        gone = {
+            i.desired.entity
+            for i in planned.items
+            if i.action == "CREATE" and i.recorded is not None and not i.replaces
+        }
+        recreate = spec.drift_policy.mode == "Correct"
         writes_needed = bool(
             record.journal
-            or record.leftovers
+            or record.unresolved
             or planned.removals
             or record.digest != parsed.digest
-            or any(item.action != "REUSE" for item in planned.items)
+            or any(i.action != "REUSE" and (recreate or i.desired.entity not in gone) for i in planned.items)
         )
         hold = "Paused" if is_paused(body) else "Suspended" if spec.suspend else None
         if hold is not None:
             return await self._held(status, planned, record, hold, writes_needed)
         report: DriftReport
         corrected: dict[str, list[str]] = {}
+        if (
+            writes_needed
+            and projected_size(record, [i.desired.spec for i in planned.items]) > MAX_RECORD_BYTES
+        ):
+            message = (
+                f"what this bundle writes would not fit in the installation's state Secret (over "
+                f"{MAX_RECORD_BYTES // 1024} KiB compressed); nothing was written. Split the bundle, or move "
+                "large skills to a GitHub source"
+            )
+            status.conditions(cond.stalled("RecordTooLarge", message))
+            await status.write()
+            return "stalled"
         if writes_needed:
             status.patch.update(
                 {"conflicts": []},
@@ -339,7 +398,7 @@ class InstallationReconciler:
                 status.patch["preview"] = _preview(planned)
                 return await self._blocked(body, status, planned)
             except InstallFailed as exc:
-                return await self._install_failed(body, status, exc)
+                return await self._install_failed(body, status, exc, attempt)
             calls += result.calls
             await self._installed_event(body, result.created, result.updated, result.deleted, result.kept)
             if result.conflicts:
@@ -354,9 +413,14 @@ class InstallationReconciler:
             report = drift_from(record, planned.snapshot)
             actions = {}
             if report.changed and spec.drift_policy.mode == "Correct":
-                correction = await correct_drift(
-                    platform, spec.workspace, parsed, setup, record, store.persist, options
-                )
+                try:
+                    correction = await correct_drift(
+                        platform, spec.workspace, parsed, setup, record, store.persist, options
+                    )
+                except Blocked as exc:  # the platform changed since the plan
+                    planned.preview = exc.preview
+                    status.patch["preview"] = _preview(planned)
+                    return await self._blocked(body, status, planned)
                 corrected = correction.corrected
                 if corrected:
                     await self.events.post(
@@ -461,14 +525,17 @@ class InstallationReconciler:
         return "blocked"
 
     async def _install_failed(
-        self, body: dict[str, Any], status: _Status, exc: InstallFailed
+        self, body: dict[str, Any], status: _Status, exc: InstallFailed, attempt: int
     ) -> ReconcileResult:
         cause = exc.cause
         detail = str(cause) if isinstance(cause, PlatformError) else type(cause).__name__
         left = f"; could not delete {', '.join(exc.rollback_failures)}" if exc.rollback_failures else ""
         message = f"the install failed and was rolled back: {detail}{left}"
         await self.events.post(body, "Warning", "RolledBack", message)
-        if isinstance(cause, PlatformError) and not _temporary(cause):
+        permanent = isinstance(cause, RecordTooLarge) or (
+            isinstance(cause, PlatformError) and not _temporary(cause)
+        )
+        if permanent:
             status.conditions(
                 [*cond.stalled("InstallFailed", message + "; fix the cause and edit the resource")]
             )
@@ -477,7 +544,7 @@ class InstallationReconciler:
         status.conditions(cond.progressing("InstallFailed", message + "; retrying"))
         await status.write(observed=False)
         retry_after = cause.retry_after if isinstance(cause, Unavailable) else None
-        raise Retry(message, backoff(1, retry_after=retry_after))
+        raise Retry(message, backoff(attempt, retry_after=retry_after))
 
     async def _platform_failure(
         self, body: dict[str, Any], status: _Status, exc: PlatformError, attempt: int
@@ -538,23 +605,31 @@ class InstallationReconciler:
 
     async def finalize(self, body: dict[str, Any], *, attempt: int = 0) -> None:
         """Uninstall (Delete) or leave the platform alone (Orphan); Retry keeps the finalizer."""
+        try:
+            await self._finalize(body, attempt)
+        except KubeError as exc:
+            raise Retry(f"the Kubernetes API answered {exc.status} {exc.reason}", backoff(attempt)) from None
+
+    async def _finalize(self, body: dict[str, Any], attempt: int) -> None:
         namespace = body["metadata"]["namespace"]
+        store = StateStore(self.kube, body)
         try:
             spec = BundleInstallationSpec.model_validate(body.get("spec") or {})
         except ValidationError:
-            return  # never installed anything a valid spec would have
+            await store.release()  # never installed anything a valid spec would have
+            return
         if spec.deletion_policy == "Orphan":
             await self.events.post(body, "Normal", "Orphaned", "the platform's entities are left in place")
+            await store.release()
             return
-        store = StateStore(self.kube, body)
         try:
             record = await store.load(spec.workspace)
         except StateUnreadable as exc:
             await self.events.post(body, "Warning", "UninstallSkipped", str(exc))
+            await store.release()
             return
-        except KubeError as exc:
-            raise Retry(f"could not read the state: {exc.reason}", backoff(attempt)) from None
-        if not record.entities and not record.journal and not record.leftovers:
+        if not record.entities and not record.journal and not record.leftovers and not record.unresolved:
+            await store.release()
             return
         try:
             _, platform = await self._platform(namespace, spec)
@@ -579,11 +654,17 @@ class InstallationReconciler:
             failed = ", ".join(result.failed)
             await self.events.post(body, "Warning", "UninstallFailed", f"could not delete {failed}; retrying")
             raise Retry(f"could not delete {failed}", backoff(attempt))
+        await store.release()
+
+
+def _is_true(status: dict[str, Any], type_: str) -> bool:
+    return any(c.get("type") == type_ and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
 def _temporary(exc: PlatformError) -> bool:
-    # 409/412: someone edited meanwhile; the next run plans from the new state.
-    return isinstance(exc, Unavailable | Conflict) or (exc.status is not None and exc.status >= 500)
+    # 412: someone edited meanwhile, and the next run plans from the new state. Any other 409 (a
+    # name taken, an entity in use) stays until somebody changes something.
+    return isinstance(exc, Unavailable | PreconditionFailed) or (exc.status is not None and exc.status >= 500)
 
 
 def _preview(planned: Plan) -> dict[str, Any]:

@@ -145,6 +145,11 @@ class Kube:
         path = f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}"
         return await self._call("PUT", path, json_body=body)
 
+    async def patch_secret(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """Merge-patch a Secret."""
+        path = f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}"
+        await self._call("PATCH", path, json_body=patch, content_type="application/merge-patch+json")
+
     async def delete_secret(self, namespace: str, name: str) -> None:
         """Delete a Secret; a missing one is fine."""
         try:

@@ -34,6 +34,7 @@ class RunOptions:
     all_namespaces: bool
     platform_url: str | None
     platform_token: str | None
+    platform_token_file: Path | None
     metrics_port: int | None
     health_port: int | None
     allow_private_sources: bool
@@ -86,6 +87,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         all_namespaces=args.all_namespaces,
         platform_url=args.platform_url or None,
         platform_token=token,
+        platform_token_file=args.platform_token_file,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
         allow_private_sources=args.allow_private_sources,
@@ -108,7 +110,9 @@ async def run_operator(options: RunOptions) -> None:
     kube = Kube(load_connection())
     platforms = PlatformPool(event_hooks=platform_event_hooks())
     sources = SourceSettings(allow_private_sources=options.allow_private_sources)
-    settings = OperatorSettings(options.platform_url, options.platform_token, sources)
+    settings = OperatorSettings(
+        options.platform_url, options.platform_token, sources, options.platform_token_file
+    )
     events = Events(kube)
     installations = InstallationReconciler(kube, settings, platforms, events, on_status=handlers.GAUGES.set)
     liveness = Liveness()

@@ -9,6 +9,7 @@ never silently overwrite each other: the loser gets ``StateConflict`` and its ru
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import re
@@ -20,7 +21,12 @@ from bundle_operator.engine.record import Record
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.resources import API_VERSION
 
-RECORD_KEY = "record.json"
+RECORD_KEY = "record.json.gz"  # gzip: a record holds what was written, skill texts included
+PLAIN_RECORD_KEY = "record.json"
+# A Secret holds at most 1 MiB of data; keep room for the metadata and base64's growth.
+MAX_RECORD_BYTES = 700 * 1024
+# Not the finalizer kopf manages on our resources: kopf would take it off any object it watches.
+FINALIZER = "bundle-operator.dev/state-protection"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_INSTALLATION = "bundle-operator.dev/installation"
 
@@ -33,13 +39,30 @@ class StateUnreadable(Exception):
     """The state Secret exists but does not hold a record this operator can read."""
 
 
+class RecordTooLarge(Exception):
+    """The record would not fit in its Secret."""
+
+
+def encode_record(record: Record) -> bytes:
+    """The record as compressed JSON, as stored in the state Secret."""
+    data = json.dumps(record.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return gzip.compress(data.encode(), compresslevel=6, mtime=0)
+
+
+def decode_record(data: dict[str, str]) -> Record:
+    """The record from a state Secret's data (compressed, or plain from an older operator)."""
+    if RECORD_KEY in data:
+        return Record.model_validate_json(gzip.decompress(base64.b64decode(data[RECORD_KEY])))
+    return Record.model_validate_json(base64.b64decode(data[PLAIN_RECORD_KEY]))
+
+
 def state_secret_name(installation: str) -> str:
     """``<installation>-bundle-state``, shortened with a hash when the name would be too long."""
     name = f"{installation}-bundle-state"
     if len(name) <= 253:
         return name
     digest = hashlib.sha256(installation.encode()).hexdigest()[:10]
-    return f"{installation[:230]}-{digest}-bundle-state"
+    return f"{installation[:229]}-{digest}-bundle-state"
 
 
 def _label_value(value: str) -> str:
@@ -59,6 +82,7 @@ class StateStore:
         self.owner_uid: str = meta["uid"]
         self.name = state_secret_name(self.owner_name)
         self._resource_version: str | None = None
+        self._finalizers: list[str] = [FINALIZER]
         self.writes = 0
 
     def _identity(self) -> str:
@@ -78,12 +102,16 @@ class StateStore:
                 "rename or delete it"
             )
         self._resource_version = secret["metadata"]["resourceVersion"]
-        raw = (secret.get("data") or {}).get(RECORD_KEY)
-        if raw is None:
+        existing = list(secret["metadata"].get("finalizers") or [])
+        # A Secret being deleted takes no new finalizer; otherwise ours is always there.
+        terminating = bool(secret["metadata"].get("deletionTimestamp"))
+        self._finalizers = existing if terminating or FINALIZER in existing else [*existing, FINALIZER]
+        data = secret.get("data") or {}
+        if RECORD_KEY not in data and PLAIN_RECORD_KEY not in data:
             return Record(installation=self._identity(), workspace=workspace)
         try:
-            record = Record.model_validate_json(base64.b64decode(raw))
-        except (ValidationError, ValueError) as exc:
+            record = decode_record(data)
+        except (ValidationError, ValueError, OSError, EOFError) as exc:
             raise StateUnreadable(
                 f"Secret '{self.name}' key '{RECORD_KEY}' is not a record ({type(exc).__name__})"
             ) from None
@@ -94,7 +122,12 @@ class StateStore:
         return record
 
     def _body(self, record: Record) -> dict[str, Any]:
-        data = json.dumps(record.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        data = encode_record(record)
+        if len(data) > MAX_RECORD_BYTES:
+            raise RecordTooLarge(
+                f"the installation's record is {len(data) // 1024} KiB compressed, more than its state "
+                f"Secret '{self.name}' can hold ({MAX_RECORD_BYTES // 1024} KiB)"
+            )
         metadata: dict[str, Any] = {
             "name": self.name,
             "namespace": self.namespace,
@@ -102,6 +135,9 @@ class StateStore:
                 LABEL_MANAGED_BY: "bundle-operator",
                 LABEL_INSTALLATION: _label_value(self.owner_name),
             },
+            # The namespace controller deletes the state Secret together with the installation; this
+            # keeps the record readable until the installation's own finalizer has uninstalled.
+            "finalizers": self._finalizers,
             "ownerReferences": [
                 {
                     "apiVersion": API_VERSION,
@@ -120,7 +156,7 @@ class StateStore:
             "kind": "Secret",
             "type": "Opaque",
             "metadata": metadata,
-            "data": {RECORD_KEY: base64.b64encode(data.encode()).decode()},
+            "data": {RECORD_KEY: base64.b64encode(data).decode()},
         }
 
     async def persist(self, record: Record) -> None:
@@ -134,8 +170,26 @@ class StateStore:
         except KubeError as exc:
             if exc.conflict:
                 raise StateConflict(
-                    f"Secret '{self.name}' changed while this run held it; the run stops and starts over"
+                    f"Secret '{self.name}' changed while this run held it ({exc.reason}); the run stops "
+                    "and starts over"
                 ) from None
             raise
         self._resource_version = written["metadata"]["resourceVersion"]
         self.writes += 1
+
+    async def release(self) -> None:
+        """Drop the state Secret's finalizer and delete it: the installation is done with it."""
+        secret = await self._kube.read_secret(self.namespace, self.name)
+        owners = (secret or {}).get("metadata", {}).get("ownerReferences") or []
+        if secret is None or not any(o.get("uid") == self.owner_uid for o in owners):
+            return  # gone, or somebody else's: never touched
+        if FINALIZER in (secret.get("metadata", {}).get("finalizers") or []):
+            remaining = [f for f in secret["metadata"]["finalizers"] if f != FINALIZER]
+            await self._kube.patch_secret(self.namespace, self.name, {"metadata": {"finalizers": remaining}})
+        await self._kube.delete_secret(self.namespace, self.name)
+
+
+def projected_size(record: Record, specs: list[dict[str, Any]]) -> int:
+    """Roughly how large the record grows once ``specs`` are written: compressed bytes."""
+    data = json.dumps([record.model_dump(mode="json"), specs], sort_keys=True, separators=(",", ":"))
+    return len(gzip.compress(data.encode(), compresslevel=6, mtime=0))

@@ -99,3 +99,27 @@ async def test_a_transient_delete_failure_is_retried(client: PlatformClient, ws:
     with pytest.raises(InstallFailed):
         await install(client, ws, parsed, setup, options=TRIAGE)
     assert await workspace_state(client, ws) == before
+
+
+async def test_a_create_that_cannot_be_confirmed_during_rollback_is_found_and_deleted_by_the_next_run(
+    client: PlatformClient, ws: str, faults: None
+) -> None:
+    parsed, setup = example("github-triage")
+    # The agent is created but every answer is lost, and the platform cannot say what a key made.
+    await arm_fault(
+        client, method="POST", path=f"/v1/workspaces/{ws}/agents", times=1000, status=503, when="after"
+    )
+    await arm_fault(
+        client, method="GET", path=f"/v1/workspaces/{ws}/idempotency-keys/*", times=1000, status=503
+    )
+    record = Record(installation="test/inst", workspace=ws)
+    with pytest.raises(InstallFailed):
+        await install(client, ws, parsed, setup, record, TRIAGE)
+    assert len((await workspace_state(client, ws))["agents"]) == 1  # landed, unconfirmed
+    assert [e.entity for e in record.unresolved] == ["agent:triage_bot"]
+
+    await clear_faults(client)
+    result, _ = await install(client, ws, parsed, setup, record, TRIAGE)
+    assert "agent:triage_bot" in result.created
+    assert len((await workspace_state(client, ws))["agents"]) == 1  # the orphan went, one agent is left
+    assert record.unresolved == []
