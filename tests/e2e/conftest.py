@@ -121,4 +121,7 @@ def operator(
         yield running
     finally:
         if running.process is not None and running.process.poll() is None:
-            running.stop()
+            status = Path(f"/proc/{running.process.pid}/status").read_text()
+            rss = next((line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")), "?")
+            code = running.stop()
+            _startup.append(f"operator: RSS {rss} kB at the end of the session; SIGTERM exit code {code}")

@@ -149,6 +149,7 @@ def test_operator_killed_at_five_moments_ends_with_each_entity_once(
             assert {e["id"] for e in obj["status"]["entities"] if e["id"]} == {
                 p["id"] for e in rec["entities"] for p in e["parts"] if p["role"] == "primary"
             }
+        assert solo.stop() == 0  # SIGTERM stops it cleanly
     finally:
         httpx.delete(f"{platform.url}/_admin/faults", timeout=5)
         if solo.process is not None and solo.process.poll() is None:

@@ -383,17 +383,16 @@ async def apply(
         return result
     if record.journal and record.inflight_fingerprint != first.fingerprint:
         # A run was interrupted with other inputs: its creates cannot be replayed, so undo them.
-        writer = _writer(platform, workspace, record, persist_locked, first, record.inflight_attempt or 0)
+        writer = writer_for(platform, workspace, record, persist_locked, first, record.inflight_attempt or 0)
         await roll_back_journal(writer)
     if record.inflight_fingerprint != first.fingerprint:
         record.attempt += 1
         record.inflight_fingerprint = first.fingerprint
         record.inflight_attempt = record.attempt
         await persist_locked(record)
-    writer = _writer(
+    writer = writer_for(
         platform, workspace, record, persist_locked, first, record.inflight_attempt or record.attempt
     )
-    writer.revisions = {i: e.revision for items in first.snapshot.entities.values() for i, e in items.items()}
     result = ApplyResult(first.preview)
     result.calls = first.snapshot.calls
     await delete_leftovers(writer)
@@ -553,13 +552,18 @@ async def delete_leftovers(writer: Writer) -> None:
         await writer.persist(record)
 
 
-def _writer(
+def writer_for(
     platform: PlatformAPI, workspace: str, record: Record, persist: Persist, planned: Plan, attempt: int
 ) -> Writer:
+    """A writer for a planned run, at the revisions the plan read."""
     assert planned.inputs is not None
-    return Writer(
+    writer = Writer(
         platform, workspace, record, persist, planned.fingerprint, attempt, planned.inputs.bundle.name
     )
+    writer.revisions = {
+        i: e.revision for items in planned.snapshot.entities.values() for i, e in items.items()
+    }
+    return writer
 
 
 async def roll_back_journal(writer: Writer) -> list[str]:

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bundle_operator.document.parse import ParsedBundle
-from bundle_operator.engine.apply import Blocked, Options, plan
+from bundle_operator.engine.apply import Blocked, Options, plan, writer_for
 from bundle_operator.engine.record import Record
-from bundle_operator.engine.writer import Persist, Writer
+from bundle_operator.engine.writer import Persist
 from bundle_operator.platform.errors import PlatformError
 from bundle_operator.platform.protocol import PlatformAPI
 
@@ -42,18 +42,7 @@ async def correct_drift(
     planned = await plan(platform, workspace, parsed, setup, record, options)
     if planned.inputs is None or planned.preview.blocking:
         raise Blocked(planned.preview)
-    writer = Writer(
-        platform,
-        workspace,
-        record,
-        persist,
-        planned.fingerprint,
-        record.attempt,
-        planned.inputs.bundle.name,
-    )
-    writer.revisions = {
-        i: e.revision for items in planned.snapshot.entities.values() for i, e in items.items()
-    }
+    writer = writer_for(platform, workspace, record, persist, planned, record.attempt)
     result = Correction()
     by_entity = {r.entity: r for r in record.entities}
     for item in planned.items:

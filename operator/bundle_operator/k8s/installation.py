@@ -443,7 +443,7 @@ class InstallationReconciler:
             [
                 *cond.ready(*_ready_reason(report, corrected, len(record.entities))),
                 cond.true("Analyzed", "Analyzed", _analyzed_message(planned)),
-                cond.true("Installed", "Installed", f"{len(record.entities)} entities installed"),
+                cond.true("Installed", "Installed", _installed_message(record)),
                 cond.false("Conflict", "NoConflict", ""),
                 (
                     cond.true("Activated", "Activated", "channels and automations run")
@@ -655,6 +655,17 @@ class InstallationReconciler:
             await self.events.post(body, "Warning", "UninstallFailed", f"could not delete {failed}; retrying")
             raise Retry(f"could not delete {failed}", backoff(attempt))
         await store.release()
+
+
+def _installed_message(record: Record) -> str:
+    message = f"{len(record.entities)} entities installed"
+    stuck = len(record.leftovers) + len(record.unresolved)
+    if stuck:
+        message += (
+            f"; {stuck} platform entities this installation no longer uses could not be deleted yet; "
+            "the next run that writes tries again, and uninstall does too"
+        )
+    return message
 
 
 def _is_true(status: dict[str, Any], type_: str) -> bool:
