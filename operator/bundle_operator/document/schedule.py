@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from functools import cache
+from functools import lru_cache
 
 from bundle_operator.document.issues import Code, Issue, blocking
 from bundle_operator.document.models import Bundle
@@ -68,14 +68,31 @@ def _value(text: str, low: int, names: list[str]) -> int | None:
     return None
 
 
-@cache
+# The form of an IANA name: at most four '/'-separated parts (the database has at most three) of
+# ASCII letters, digits and '_', '+', '-', '.' (not leading, so no '.' or '..'), each at most 30
+# characters (the database's longest is 14). Checked before zoneinfo sees the name: zoneinfo
+# turns each part into a package to import from tzdata, so a few hundred parts recurse through the
+# import system until RecursionError, and other shapes reach the file system.
+_TIMEZONE_PART = r"[A-Za-z0-9_+-][A-Za-z0-9_+.-]{0,29}"
+_TIMEZONE_FORM = re.compile(rf"{_TIMEZONE_PART}(?:/{_TIMEZONE_PART}){{0,3}}")
+
+
+def timezone_name_is_plausible(name: str) -> bool:
+    """Whether ``name`` has the form of an IANA time zone name (it may still not exist)."""
+    return _TIMEZONE_FORM.fullmatch(name) is not None
+
+
+# Bounded: a long-running operator reads documents from many users.
+@lru_cache(maxsize=1024)
 def timezone_exists(name: str) -> bool:
-    """Whether the IANA time zone database knows the name."""
-    if not name or name.startswith("/") or ".." in name:
+    """Whether the IANA time zone database knows the name; False for anything not of its form."""
+    if not timezone_name_is_plausible(name):
         return False
     try:
         zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError, ImportError, RecursionError):
+        # What zoneinfo raises for unknown keys, files that are not TZif data, directories and
+        # paths, and what the tzdata package lookup can raise; none may escape analyze.
         return False
     return True
 

@@ -107,3 +107,35 @@ def mutated_examples(draw: st.DrawFn) -> Any:
 def test_mutated_examples(document: Any, setup: dict[str, object]) -> None:
     check(yaml.safe_dump(document), setup)
     check(json.dumps(document), setup)
+
+
+# Time zones: real names, names of the right form that do not exist, and long '/'-separated names
+# of any parts (a few hundred parts once made zoneinfo recurse through the import system).
+timezone_parts = st.text(alphabet=st.characters(exclude_categories=()), max_size=6) | st.sampled_from(
+    ["a", "Europe", "..", ".", "", "Berlin", "tzdata", "__init__.py"]
+)
+timezones = (
+    st.sampled_from(["UTC", "Europe/Berlin", "America/Argentina/ComodRivadavia", "Etc/GMT+10"])
+    | st.from_regex(r"[A-Za-z0-9_+.-]{1,12}(/[A-Za-z0-9_+.-]{1,12}){0,4}", fullmatch=True)
+    | st.lists(timezone_parts, min_size=1, max_size=600).map("/".join)
+    | st.integers(1, 2000).map(lambda n: "/".join(["a"] * n))
+)
+
+
+@SETTINGS
+@given(timezones)
+def test_any_time_zone_is_a_valid_zone_or_an_issue_at_its_path(zone: str) -> None:
+    automation = {"key": "daily", "type": "cron", "agent": "bot", "schedule": "0 8 * * *", "message": "m"}
+    document = {
+        "schema_version": "0.1.0",
+        "name": "tz",
+        "automations": [{**automation, "timezone": zone}],
+        "agents": [{"key": "bot", "name": "Bot"}],
+    }
+    check(json.dumps(document))
+    preview = analyze_offline(parse_bundle_text(json.dumps(document)), {})
+    codes = {issue.code for issue in preview.issues}
+    assert codes <= {"invalid_timezone", "unused_setup_field"}, codes
+    for issue in preview.issues:
+        if issue.code == "invalid_timezone":
+            assert issue.path == "/automations/0/timezone"

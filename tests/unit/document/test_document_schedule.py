@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from bundle_operator.document.schedule import cron_problem
-from tests.unit.document.builders import analyze, only_issue
+from bundle_operator.cli import main
+from bundle_operator.document.schedule import cron_problem, timezone_exists
+from tests.unit.document.builders import analyze, analyze_data, only_issue
 
 
 @pytest.mark.parametrize(
@@ -71,3 +75,49 @@ def test_automations_and_channels_default_to_disabled(doc: dict[str, Any]) -> No
     assert bundle.automations[0].enabled is False
     assert bundle.channels[0].enabled is False
     assert bundle.automations[0].timezone == "UTC"
+
+
+@pytest.mark.parametrize(
+    "zone",
+    [
+        "/".join(["a"] * 400),  # zoneinfo would recurse through the import system (issue 15)
+        "/".join(["Europe"] * 40),
+        "a." * 300 + "b",
+        "Europe/" + "B" * 5000,
+        "Europe/Berlin\x00",
+        "Europe\\Berlin",
+        "Europe//Berlin",
+        "Europe/Berlin/",
+        ".",
+        "Europe/.",
+        "",
+        " Asia/Tokyo",
+        "tzdata/__init__.py",
+        "America",  # a directory of zones, not a zone
+    ],
+)
+def test_any_name_that_is_not_a_time_zone_is_an_issue_at_its_path(doc: dict[str, Any], zone: str) -> None:
+    doc["automations"][0]["timezone"] = zone
+    issue = only_issue(analyze_data(doc), "invalid_timezone")
+    assert (issue.path, issue.entity) == ("/automations/0/timezone", "automation:daily")
+    assert "timezone" in issue.message
+    if len(zone) > 3:
+        assert zone not in issue.message
+
+
+@pytest.mark.parametrize("zone", ["America/Argentina/ComodRivadavia", "Etc/GMT+10", "EST5EDT", "Etc/GMT-14"])
+def test_real_names_of_every_shape_are_time_zones(zone: str) -> None:
+    assert timezone_exists(zone)
+
+
+def test_deep_time_zone_does_not_crash_the_cli(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, doc: dict[str, Any]
+) -> None:
+    doc["automations"][0]["timezone"] = "/".join(["a"] * 400)
+    path = tmp_path / "bundle.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code = main(["analyze", str(path), "--setup", "github_token=t", "--setup", "bot_token=1:b", "-o", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    paths = [i["path"] for i in report["issues"] if i["code"] == "invalid_timezone"]
+    assert paths == ["/automations/0/timezone"]

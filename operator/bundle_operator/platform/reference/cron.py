@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from bundle_operator.document.schedule import timezone_exists
+
 _MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
 _WEEKDAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
 _NAMES = {3: {m: i + 1 for i, m in enumerate(_MONTHS)}, 4: {d: i for i, d in enumerate(_WEEKDAYS)}}
@@ -50,11 +52,11 @@ def _value(text: str, index: int) -> int:
     if index in _NAMES and upper in _NAMES[index]:
         return _NAMES[index][upper]
     if not _NUMBER.fullmatch(text):
-        raise CronError(f"{_FIELDS[index]}: '{text}' is not a number")
+        raise CronError(f"{_FIELDS[index]}: a value is not a number or a name")
     low, high = _RANGES[index]
     value = int(text)
     if not low <= value <= high:
-        raise CronError(f"{_FIELDS[index]}: {value} is outside {low}-{high}")
+        raise CronError(f"{_FIELDS[index]}: a value is outside {low}-{high}")
     return value
 
 
@@ -66,7 +68,7 @@ def _field(text: str, index: int) -> frozenset[int]:
         step = 1
         if slash:
             if not _NUMBER.fullmatch(step_text) or int(step_text) == 0:
-                raise CronError(f"{_FIELDS[index]}: step '{step_text}' must be a positive number")
+                raise CronError(f"{_FIELDS[index]}: a step must be a positive number")
             step = int(step_text)
         if base == "*":
             start, end = low, high
@@ -74,7 +76,7 @@ def _field(text: str, index: int) -> frozenset[int]:
             first, _, last = base.partition("-")
             start, end = _value(first, index), _value(last, index)
             if start > end:
-                raise CronError(f"{_FIELDS[index]}: range {base} runs backwards")
+                raise CronError(f"{_FIELDS[index]}: a range runs backwards")
         else:
             start = _value(base, index)
             end = high if slash else start
@@ -118,8 +120,9 @@ def next_run(cron: Cron, zone: ZoneInfo, after: datetime) -> datetime | None:
 
 
 def parse_timezone(name: str) -> ZoneInfo:
-    """An IANA time zone by name; raises ValueError when there is none of that name."""
-    try:
-        return ZoneInfo(name)
-    except Exception as exc:  # ZoneInfo raises several types for bad keys (paths, empty, unknown)
-        raise ValueError(f"'{name}' is not an IANA time zone") from exc
+    """An IANA time zone by name; raises ValueError (never naming it) when there is none."""
+    # The form is checked first: zoneinfo would recurse through imports for a name of a few
+    # hundred parts. The message never repeats the name sent.
+    if not timezone_exists(name):
+        raise ValueError("is not an IANA time zone such as Europe/Berlin or UTC")
+    return ZoneInfo(name)
