@@ -7,6 +7,7 @@ import json
 import sys
 from typing import TextIO
 
+from bundle_operator.document.issues import printable
 from bundle_operator.engine.preview import Preview
 
 
@@ -18,16 +19,37 @@ def add_output_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def emit_preview(preview: Preview, output: str, stream: TextIO | None = None) -> None:
-    """Print a preview in the chosen format."""
+    """Print a preview in the chosen format: the whole text in one write, or nothing.
+
+    The text is built and checked against the stream's encoding before anything is written, so
+    a character the stream cannot carry never leaves a torn JSON document behind.
+    """
     stream = stream or sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
     if output == "json":
-        json.dump(preview.to_json(), stream, indent=2, ensure_ascii=False)
-        stream.write("\n")
+        data = preview.to_json()
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        if not _encodes(text, encoding):
+            # The same JSON, with every non-ASCII character as a \u escape.
+            text = json.dumps(data, indent=2, ensure_ascii=True) + "\n"
     else:
-        stream.write(render_table(preview))
+        text = render_table(preview)
+        if not _encodes(text, encoding):
+            text = text.encode(encoding, "backslashreplace").decode(encoding)
+    stream.write(text)
+    stream.flush()
+
+
+def _encodes(text: str, encoding: str) -> bool:
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
@@ -41,7 +63,7 @@ def render_table(preview: Preview) -> str:
         lines.append("Bundle: (the document could not be read)")
     else:
         version = preview.bundle.version or "(no version)"
-        lines.append(f"Bundle: {preview.bundle.name} {version}  {preview.bundle.digest}")
+        lines.append(printable(f"Bundle: {preview.bundle.name} {version}  {preview.bundle.digest}"))
     if preview.entities:
         lines.append("")
         with_ids = any(e.id is not None for e in preview.entities)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import yaml
 
+from bundle_operator.document.issues import joined_surrogate_pairs, shown
+
 
 class SetupInputError(Exception):
     """The setup values given on the command line cannot be used."""
@@ -45,26 +47,30 @@ def read_setup(pairs: list[str], setup_file: str | None) -> dict[str, object]:
 
 
 def _read_file(name: str) -> dict[str, object]:
+    where = shown(name, 256)
     try:
         text = Path(name).read_text(encoding="utf-8")
     except OSError as exc:
-        raise SetupInputError(f"--setup-file {name}: {exc.strerror or exc}") from None
+        raise SetupInputError(f"--setup-file {where}: {exc.strerror or 'cannot be read'}") from None
     except UnicodeDecodeError:
-        raise SetupInputError(f"--setup-file {name}: not UTF-8 text") from None
+        raise SetupInputError(f"--setup-file {where}: not UTF-8 text") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError:
-        raise SetupInputError(f"--setup-file {name}: not a YAML or JSON mapping") from None
+        raise SetupInputError(f"--setup-file {where}: not a YAML or JSON mapping") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise SetupInputError(f"--setup-file {name}: must be a mapping of setup keys to values")
+        raise SetupInputError(f"--setup-file {where}: must be a mapping of setup keys to values")
     out: dict[str, object] = {}
     for key, value in data.items():
         if not isinstance(key, str):
-            raise SetupInputError(f"--setup-file {name}: keys must be strings")
+            raise SetupInputError(f"--setup-file {where}: keys must be strings")
         if not isinstance(value, str | int | float | bool) and value is not None:
-            raise SetupInputError(f"--setup-file {name}: the value of '{key}' must be a single value")
+            raise SetupInputError(f"--setup-file {where}: the value of '{shown(key)}' must be a single value")
         if value is not None:
-            out[key] = value
+            # YAML reads "\ud83d\ude00" as two surrogates: join them into the character they mean.
+            # A lone one stays, and analyze reports it (escaped) instead of printing it raw.
+            text_key = joined_surrogate_pairs(key)
+            out[text_key] = joined_surrogate_pairs(value) if isinstance(value, str) else value
     return out

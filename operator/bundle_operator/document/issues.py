@@ -2,11 +2,53 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
 Severity = Literal["blocking", "warning"]
+
+# Lone surrogates (from a "\ud800" escape, or bytes that were not UTF-8 decoded with
+# surrogateescape) cannot be written as UTF-8; control characters would steer a terminal.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def joined_surrogate_pairs(text: str) -> str:
+    """``text`` with each high-low surrogate pair (YAML's "\\ud83d\\ude00") made the character it
+    stands for; lone surrogates stay."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, carried by surrogateescape
+        return f"\\x{code - 0xDC00:02x}"
+    if code > 0xFF:
+        return f"\\u{code:04x}"
+    return f"\\x{code:02x}"
+
+
+def printable(text: str) -> str:
+    """``text`` as it may appear in a message or field: always UTF-8, never a control character.
+
+    Lone surrogates and control characters are written as escapes (``\\ud800``, ``\\xff`` for a
+    byte that was not UTF-8, ``\\x1b``), so output built from it is never torn half way.
+    """
+    if text.isascii() and text.isprintable():
+        return text
+    return _UNPRINTABLE.sub(_escaped, joined_surrogate_pairs(text))
+
+
+def shown(text: str, limit: int = 64) -> str:
+    """A user-given name (never a value) as a message quotes it: printable, and cut at ``limit``."""
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return printable(text)
 
 
 class Code(StrEnum):
@@ -69,6 +111,16 @@ class Issue:
     path: str | None = None
     entity: str | None = None
     line: int | None = None
+
+    def __post_init__(self) -> None:
+        # Messages, pointers and entities may quote names from the user (a setup key given on the
+        # command line, a JSON Pointer token): they must be writable as UTF-8 wherever they go.
+        for name in ("message", "path", "entity"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                safe = printable(value)
+                if safe is not value:
+                    object.__setattr__(self, name, safe)
 
     @property
     def blocking(self) -> bool:

@@ -16,7 +16,13 @@ from bundle_operator.document.gateway_rules import check_gateway
 from bundle_operator.document.issues import Code, Issue, blocking
 from bundle_operator.document.models import SCHEMA_VERSION, Bundle
 from bundle_operator.document.skills import check_skills
-from bundle_operator.document.source import MAX_SOURCE_BYTES, SourceError, SourceMap, load_source
+from bundle_operator.document.source import (
+    MAX_SOURCE_BYTES,
+    SourceError,
+    SourceMap,
+    load_source,
+    refuse_lone_surrogates,
+)
 from bundle_operator.document.validation import validation_issues
 
 
@@ -45,7 +51,7 @@ def parse_bundle_text(text: str | bytes) -> ParsedBundle:
             code = Code.DOCUMENT_TOO_LARGE if exc.too_large else Code.INVALID_DOCUMENT
             issue = blocking(code, exc.message, exc.path).with_line(exc.line)
             return ParsedBundle(None, [issue])
-        return parse_bundle_data(loaded.data, loaded.source_map)
+        return _parse_text_data(loaded.data, loaded.source_map)
 
 
 @contextmanager
@@ -68,6 +74,18 @@ def _collector_paused() -> Iterator[None]:
 def parse_bundle_data(data: Any, source_map: SourceMap | None = None) -> ParsedBundle:
     """Check already-loaded document data (a Bundle resource's inline spec, for one)."""
     source_map = source_map or SourceMap()
+    # Text was checked as it was read; data from elsewhere (JSON with "\ud800" escapes) may hold
+    # lone surrogates, which no digest, message or status could encode.
+    try:
+        refuse_lone_surrogates(data)
+    except SourceError as exc:
+        issue = blocking(Code.INVALID_DOCUMENT, exc.message, exc.path).with_line(source_map.line_of(exc.path))
+        return ParsedBundle(None, [issue], source_map)
+    return _parse_text_data(data, source_map)
+
+
+def _parse_text_data(data: Any, source_map: SourceMap) -> ParsedBundle:
+    """Check loaded data holding only valid Unicode text."""
     issues = _shape(data)
     if issues:
         return ParsedBundle(None, _placed(issues, source_map), source_map)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bundle_operator.document import placeholders
-from bundle_operator.document.issues import Code, Issue, blocking, warning
+from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
 from bundle_operator.document.keys import KEY_PATTERN
 from bundle_operator.document.models import Bundle, SetupField
 from bundle_operator.document.pointer import join_pointer, to_pointer
@@ -129,11 +129,14 @@ def resolve(bundle: Bundle, supplied: Mapping[str, object]) -> ResolvedSetup:
     values: dict[str, str] = {}
     declared = {field.key: field for field in bundle.setup}
     for key in sorted(set(supplied) - set(declared)):
+        # The key came from the user (a file, the command line, a Secret): quoted only escaped and
+        # cut short, so no key can tear the output. It has no place in the document: no path.
         issues.append(
             warning(
                 Code.UNKNOWN_SETUP_KEY,
-                f"a value was given for setup key '{key}', which the bundle does not declare; it is ignored",
-                entity=f"setup:{key}",
+                f"a value was given for setup key '{shown(key)}', which the bundle does not declare; "
+                "it is ignored",
+                entity=f"setup:{shown(key, 256)}",
             )
         )
     for index, field in enumerate(bundle.setup):
@@ -184,8 +187,18 @@ def _as_text(value: object) -> str:
     return json.dumps(value)
 
 
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _value_problem(field: SetupField, value: object) -> str | None:
     """Why a value does not fit the field's type, in words that never repeat the value."""
+    if isinstance(value, str) and not _is_text(value):
+        return "is not valid Unicode text (it holds a lone surrogate, or bytes that are not UTF-8)"
     if field.type == "boolean":
         if isinstance(value, bool) or (isinstance(value, str) and value.lower() in _BOOLEAN_WORDS):
             return None

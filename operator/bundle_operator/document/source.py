@@ -155,7 +155,7 @@ def load_source(text: str | bytes) -> LoadedSource:
         raise SourceError(f"the document is not valid Unicode text (character {exc.start})") from None
     loaded = _load(text)
     if _SURROGATE_ESCAPE.search(text):
-        _refuse_lone_surrogates(loaded.data)
+        refuse_lone_surrogates(loaded.data)
     return loaded
 
 
@@ -163,7 +163,8 @@ def load_source(text: str | bytes) -> LoadedSource:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _refuse_lone_surrogates(data: Any) -> None:
+def refuse_lone_surrogates(data: Any) -> None:
+    """Raise SourceError at the first string (key or value) that is not valid Unicode text."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
     while stack:
         value, tokens = stack.pop()
@@ -179,8 +180,8 @@ def _refuse_lone_surrogates(data: Any) -> None:
             except UnicodeEncodeError:
                 pointer = to_pointer(tokens)
                 raise SourceError(
-                    f"{pointer or '/'}: an escape encodes half of a UTF-16 surrogate pair, which is "
-                    "not a character",
+                    f"{pointer or '/'}: a text holds half of a UTF-16 surrogate pair (an escape such "
+                    "as \\ud800), which is not a character",
                     path=pointer,
                 ) from None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,91 @@ def test_stdin_and_the_installed_console_script(tmp_path: Path, doc: dict[str, A
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["bundle"]["name"] == "triage-kit"
+
+
+def bundlectl_bytes(argv: list[str | bytes], env: dict[str, str] | None = None) -> tuple[int, bytes, bytes]:
+    """Run the installed console script with raw argv bytes; stdout is the real, encoded output."""
+    bundlectl = Path(sys.executable).parent / "bundlectl"
+    done = subprocess.run([str(bundlectl), *argv], capture_output=True, check=False, env=env)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+@pytest.mark.parametrize(
+    "setup_text",
+    [
+        '"\\ud800": x\n',  # a lone surrogate (issue 15)
+        '"a\\udcffb": x\n',
+        '"\\x1b[2J\\x07bell": x\n',  # control characters
+        '"\\ud83d\\ude00ok": x\n',  # a real (paired) character
+        '"stray": "\\ud800"\n',  # a lone surrogate as the value of an unknown key
+    ],
+)
+def test_setup_keys_that_are_not_text_never_tear_the_output(
+    tmp_path: Path, doc: dict[str, Any], fmt: str, setup_text: str
+) -> None:
+    setup_file = tmp_path / "setup.yaml"
+    setup_file.write_text(setup_text)
+    argv: list[str | bytes] = [
+        "analyze",
+        write(tmp_path, doc),
+        "--setup-file",
+        str(setup_file),
+        "--setup",
+        "github_token=t",
+        "--setup",
+        "bot_token=1:b",
+        "-o",
+        fmt,
+    ]
+    code, out, err = bundlectl_bytes(argv)
+    assert b"Traceback" not in err, err.decode(errors="replace")
+    assert code == 0
+    text = out.decode("utf-8")  # whole, valid UTF-8
+    assert "\x1b" not in text and "\x07" not in text
+    if fmt == "json":
+        report = json.loads(text)
+        (issue,) = [i for i in report["issues"] if i["code"] == "unknown_setup_key"]
+        assert issue["path"] is None and issue["entity"].startswith("setup:")
+        json.dumps(report, ensure_ascii=False).encode("utf-8")
+    else:
+        assert "unknown_setup_key" in text
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_setup_flag_key_with_bytes_that_are_not_utf8(tmp_path: Path, doc: dict[str, Any], fmt: str) -> None:
+    argv: list[str | bytes] = [
+        "analyze",
+        write(tmp_path, doc),
+        "--setup",
+        b"k\xff\xfe=1",
+        "--setup",
+        "github_token=t",
+        "--setup",
+        b"bot_token=1:b\xff",
+        "-o",
+        fmt,
+    ]
+    code, out, err = bundlectl_bytes(argv)
+    assert b"Traceback" not in err, err.decode(errors="replace")
+    text = out.decode("utf-8")
+    assert code == 1  # the value of bot_token is not text: blocking, and never printed
+    if fmt == "json":
+        report = json.loads(text)
+        codes = {i["code"]: i for i in report["issues"]}
+        assert codes["unknown_setup_key"]["entity"] == "setup:k\\xff\\xfe"
+        assert codes["invalid_setup_value"]["path"] == "/setup/1"
+    else:
+        assert "k\\xff\\xfe" in text and "invalid_setup_value" in text
+
+
+def test_output_is_whole_json_even_where_stdout_cannot_encode_the_text(
+    tmp_path: Path, doc: dict[str, Any]
+) -> None:
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    argv: list[str | bytes] = ["analyze", write(tmp_path, doc), "--setup", "naïve✓😀=1", "-o", "json"]
+    code, out, err = bundlectl_bytes(argv, env)
+    assert b"Traceback" not in err, err.decode(errors="replace")
+    assert code == 1
+    report = json.loads(out.decode("ascii"))
+    assert "setup:naïve✓😀" in [i["entity"] for i in report["issues"]]

@@ -10,6 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bundle_operator.commands.output import render_table
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.engine.analyze import analyze_offline
 
@@ -31,7 +32,9 @@ def check(text: str | bytes, setup: dict[str, object] | None = None) -> None:
     parsed = parse_bundle_text(text)
     preview = analyze_offline(parsed, setup or {})
     out = preview.to_json()
-    json.dumps(out)  # the contract is always serializable
+    # The contract is always serializable, and writable as UTF-8 the way the CLI writes it.
+    json.dumps(out, indent=2, ensure_ascii=False).encode("utf-8")
+    render_table(preview).encode("utf-8")
     if parsed.bundle is None:
         assert preview.blocking
     for issue in preview.issues:
@@ -102,8 +105,20 @@ def mutated_examples(draw: st.DrawFn) -> Any:
     return document
 
 
+# Setup keys and values as a setup file or the command line can carry them: any code point,
+# lone surrogates (a "\ud800" escape in a setup file), control characters, and bytes that are
+# not UTF-8 (argv and files decoded with surrogateescape).
+any_text = st.text(alphabet=st.characters(exclude_categories=()), max_size=40)
+control_text = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x9F), max_size=20)
+undecodable = st.binary(max_size=20).map(lambda raw: raw.decode("utf-8", "surrogateescape"))
+setup_texts = st.text(max_size=40) | any_text | control_text | undecodable
+setup_keys = setup_texts | st.sampled_from(["github_token", "bot_token", "org", "db_url"])
+setup_values = setup_texts | st.booleans() | st.integers() | st.floats(allow_nan=False)
+setups = st.dictionaries(setup_keys, setup_values, max_size=6)
+
+
 @SETTINGS
-@given(mutated_examples(), st.dictionaries(st.text(max_size=12), st.text(max_size=40), max_size=4))
+@given(mutated_examples(), setups)
 def test_mutated_examples(document: Any, setup: dict[str, object]) -> None:
     check(yaml.safe_dump(document), setup)
     check(json.dumps(document), setup)
@@ -139,3 +154,9 @@ def test_any_time_zone_is_a_valid_zone_or_an_issue_at_its_path(zone: str) -> Non
     for issue in preview.issues:
         if issue.code == "invalid_timezone":
             assert issue.path == "/automations/0/timezone"
+
+
+@SETTINGS
+@given(st.sampled_from(EXAMPLES), setups)
+def test_examples_with_any_setup_keys_and_values(document: Any, setup: dict[str, object]) -> None:
+    check(yaml.safe_dump(document), setup)

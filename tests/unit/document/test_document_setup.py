@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.document.builders import BASE_SETUP, analyze, issues_with, only_issue
+from tests.unit.document.builders import BASE, BASE_SETUP, analyze, analyze_data, issues_with, only_issue
 
 
 def assert_no_value_leaks(preview: Any, *values: str) -> None:
@@ -157,3 +157,45 @@ def test_secret_values_never_appear_in_any_issue(doc: dict[str, Any]) -> None:
     preview = analyze(doc, {"github_token": secret, "bot_token": secret, "port": secret, "stray": secret})
     assert issues_with(preview, "invalid_setup_value")
     assert_no_value_leaks(preview, secret)
+
+
+@pytest.mark.parametrize("key", ["\ud800", "a\udcffb", "\x1b[2J", "k" * 5000])
+def test_unknown_setup_keys_are_quoted_printable_and_short(key: str) -> None:
+    issue = only_issue(analyze(BASE, {**BASE_SETUP, key: "v"}), "unknown_setup_key")
+    assert issue.path is None
+    for text in (issue.message, issue.entity or ""):
+        text.encode("utf-8")
+        assert text.isprintable()
+    assert len(issue.message) < 300
+
+
+@pytest.mark.parametrize("value", ["\ud800", "ghp_\udcff"])
+def test_a_setup_value_that_is_not_text_blocks_without_being_shown(value: str) -> None:
+    issue = only_issue(analyze(BASE, {**BASE_SETUP, "github_token": value}), "invalid_setup_value")
+    assert issue.path == "/setup/0"
+    assert value not in issue.message
+
+
+@pytest.mark.parametrize(
+    ("where", "pointer"),
+    [(("description",), "/description"), (("mcps", 0, "env", "GITHUB_TOKEN"), "/mcps/0/env/GITHUB_TOKEN")],
+)
+def test_loaded_data_with_a_lone_surrogate_is_an_invalid_document(
+    doc: dict[str, Any], where: tuple[Any, ...], pointer: str
+) -> None:
+    target: Any = doc
+    for token in where[:-1]:
+        target = target[token]
+    target[where[-1]] = "x\ud800"
+    preview = analyze_data(doc)
+    issue = only_issue(preview, "invalid_document")
+    assert preview.bundle is None and issue.path == pointer
+    json.dumps(preview.to_json(), ensure_ascii=False).encode("utf-8")
+
+
+def test_a_surrogate_in_a_loaded_key_is_an_invalid_document(doc: dict[str, Any]) -> None:
+    doc["mcps"][0]["env"]["\ud800"] = "x"
+    preview = analyze_data(doc)
+    issue = only_issue(preview, "invalid_document")
+    json.dumps(preview.to_json(), ensure_ascii=False).encode("utf-8")
+    assert issue.path is not None and issue.path.startswith("/mcps/0/env")
