@@ -55,9 +55,11 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
             exc.status, f"http_{exc.status}"
         )
+        # Neither the path nor the method is repeated: both came from the client.
         detail = {
-            404: f"there is no route {request.path}",
-            405: f"{request.method} is not allowed on {request.path}",
+            404: "there is no route for this path",
+            405: "this method is not allowed on this path; the Allow header lists those that are",
+            413: f"the request body is larger than {MAX_BODY} bytes",
         }.get(exc.status, exc.reason)
         # 405 must say what is allowed (RFC 9110 section 15.5.6).
         kept = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}

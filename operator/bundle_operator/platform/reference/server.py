@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from bundle_operator.platform.reference.app import create_app
+from bundle_operator.platform.reference.app import MAX_BODY, create_app
 from bundle_operator.platform.reference.context import CONTEXT, ServerConfig
+from bundle_operator.platform.reference.protocol import ProblemAppRunner
 
 
 class RunningPlatform:
@@ -27,7 +28,7 @@ class RunningPlatform:
 async def start(config: ServerConfig, host: str = "127.0.0.1", port: int = 0) -> RunningPlatform:
     """Start serving on ``host:port`` (0 picks a free port) and return once it accepts calls."""
     app = create_app(config)
-    runner = web.AppRunner(app, access_log=None)
+    runner = ProblemAppRunner(app, max_body=MAX_BODY, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
