@@ -280,3 +280,33 @@ def test_output_is_whole_json_even_where_stdout_cannot_encode_the_text(
     assert code == 1
     report = json.loads(out.decode("ascii"))
     assert "setup:naïve✓😀" in [i["entity"] for i in report["issues"]]
+
+
+def analyze_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("### Analyze a bundle without a platform")
+    return text[start : text.index("\n### ", start + 1)]
+
+
+def test_readme_says_which_issues_have_no_path() -> None:
+    section = " ".join(analyze_section().split())
+    assert "An issue with no place in the document has `path: null`" in section
+    assert "a YAML or JSON syntax error" in section
+    assert "whose `entity` names the key (`setup:<key>`" in section
+
+
+def test_issues_with_no_place_in_the_document_have_a_null_path(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, doc: dict[str, Any]
+) -> None:
+    code, out, _ = run(capsys, "analyze", write(tmp_path, "name: [x\nversion: 1\n"), "-o", "json")
+    (issue,) = json.loads(out)["issues"]
+    assert code == 1 and issue["code"] == "invalid_document"
+    assert issue["path"] is None and issue["entity"] is None and issue["line"] == 2
+    setup_file = tmp_path / "setup.yaml"
+    setup_file.write_text("from_file: 1\n")
+    argv = ["analyze", write(tmp_path, doc), "--setup-file", str(setup_file), "--setup", "from_flag=2"]
+    code, out, _ = run(capsys, *argv, "--setup", "github_token=t", "--setup", "bot_token=1:b", "-o", "json")
+    unknown = [i for i in json.loads(out)["issues"] if i["code"] == "unknown_setup_key"]
+    assert code == 0
+    placed = [(i["path"], i["entity"]) for i in unknown]
+    assert placed == [(None, "setup:from_file"), (None, "setup:from_flag")]
