@@ -9,7 +9,11 @@ from bundle_operator.document import placeholders
 from bundle_operator.document.issues import Code, Issue, blocking, warning
 from bundle_operator.document.models import Bundle, CommandMcp, UrlMcp
 from bundle_operator.document.pointer import join_pointer
-from bundle_operator.document.runtimes import unsupported_runtime_reason
+from bundle_operator.document.runtimes import (
+    plugin_root_argument,
+    plugin_root_argument_reason,
+    unsupported_runtime_reason,
+)
 from bundle_operator.document.urls import url_problem
 
 # A Telegram bot token: the bot's numeric id, a colon, and the key.
@@ -36,13 +40,18 @@ def check_mcps(bundle: Bundle) -> McpFindings:
         entity = f"mcp:{mcp.key}"
         if isinstance(mcp, CommandMcp):
             reason = unsupported_runtime_reason(mcp.command)
+            pointer = join_pointer(base, "command")
+            argument = plugin_root_argument(mcp.args)
+            if reason is None and argument is not None:
+                reason = plugin_root_argument_reason()
+                pointer = join_pointer(base, "args", argument)
             if reason is not None:
                 findings.skipped[entity] = reason
                 findings.issues.append(
                     warning(
                         Code.UNSUPPORTED_RUNTIME,
                         f"MCP '{mcp.key}' will be skipped: {reason}",
-                        join_pointer(base, "command"),
+                        pointer,
                         entity,
                     )
                 )

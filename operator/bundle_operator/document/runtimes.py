@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 ALLOWED_COMMAND_RUNTIMES: frozenset[str] = frozenset(
     {"npx", "uvx", "uv", "python", "python3", "node", "bunx", "deno"}
 )
@@ -18,3 +20,18 @@ def unsupported_runtime_reason(command: str) -> str | None:
         allowed = ", ".join(sorted(ALLOWED_COMMAND_RUNTIMES))
         return f"the command '{command}' is not an allowed runtime ({allowed})"
     return None
+
+
+def plugin_root_argument(args: Sequence[str]) -> int | None:
+    """The index of the first argument that refers to ``${CLAUDE_PLUGIN_ROOT}``, or None.
+
+    A plugin usually runs an allowed runtime on a file of its own (``node
+    ${CLAUDE_PLUGIN_ROOT}/server.js``); that file exists only inside the plugin, so the command
+    cannot run on the platform any more than a command naming the variable itself.
+    """
+    return next((index for index, arg in enumerate(args) if PLUGIN_ROOT_VARIABLE in arg), None)
+
+
+def plugin_root_argument_reason() -> str:
+    """Why a command MCP whose arguments refer to the plugin root is skipped."""
+    return f"an argument refers to {PLUGIN_ROOT_VARIABLE}, which exists only inside a plugin"

@@ -45,6 +45,38 @@ def test_other_commands_are_skipped_with_a_warning_not_a_block(
     assert not preview.blocking
 
 
+@pytest.mark.parametrize(
+    ("args", "index"),
+    [
+        (["${CLAUDE_PLUGIN_ROOT}/servers/github.js"], 0),
+        (["-y", "--config", "${CLAUDE_PLUGIN_ROOT}/config.json"], 2),
+        (["--root=${CLAUDE_PLUGIN_ROOT}"], 0),
+    ],
+)
+def test_plugin_root_in_an_argument_skips_the_mcp(doc: dict[str, Any], args: list[str], index: int) -> None:
+    # The usual plugin form: an allowed runtime that runs a file inside the plugin.
+    doc["mcps"][0]["command"] = "node"
+    doc["mcps"][0]["args"] = args
+    preview = analyze(doc)
+    action, reason = action_of(preview, "mcp:github")
+    assert action == "SKIPPED"
+    assert reason is not None and "CLAUDE_PLUGIN_ROOT" in reason
+    issue = only_issue(preview, "unsupported_runtime")
+    assert (issue.severity, issue.path, issue.entity) == ("warning", f"/mcps/0/args/{index}", "mcp:github")
+    assert not preview.blocking
+
+
+def test_plugin_root_in_a_docker_argument_is_not_a_command_runtime(doc: dict[str, Any]) -> None:
+    doc["mcps"][0] = {
+        "key": "github",
+        "name": "GitHub",
+        "type": "docker",
+        "image": "ghcr.io/github/github-mcp-server",
+        "args": ["-v", "${CLAUDE_PLUGIN_ROOT}/data:/data"],
+    }
+    assert action_of(analyze(doc), "mcp:github") == ("CREATE", None)
+
+
 def url_mcp(**extra: Any) -> dict[str, Any]:
     return {
         "key": "notes",
