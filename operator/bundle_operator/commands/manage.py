@@ -23,7 +23,7 @@ from bundle_operator.commands.connection import (
 from bundle_operator.commands.install import run_command
 from bundle_operator.engine.drift import drift
 from bundle_operator.engine.export import ExportRefused, export_workspace
-from bundle_operator.engine.uninstall import uninstall
+from bundle_operator.engine.uninstall import UninstallRefused, uninstall
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -88,7 +88,16 @@ def _drift(args: argparse.Namespace) -> int:
 async def _uninstall_body(args: argparse.Namespace) -> int:
     path, record = _record(args)
     async with client_for(args) as client:
-        result = await uninstall(client, args.workspace, record, state_saver(path))
+        try:
+            result = await uninstall(client, args.workspace, record, state_saver(path))
+        except UninstallRefused as refused:
+            if args.output == "json":
+                print(json.dumps(refused.to_json(), indent=2))
+            else:
+                print("Uninstall refused; nothing was deleted.")
+                for entity, holders in sorted(refused.held.items()):
+                    print(f"REFUSED  {entity:<32} in use by {', '.join(holders)}")
+            return EXIT_FAILED
     if args.output == "json":
         print(json.dumps(result.to_json(), indent=2))
     else:

@@ -1,18 +1,59 @@
-"""Uninstall: delete what the installation still owns unmodified, newest first; keep edited entities."""
+"""Uninstall: delete what the installation still owns unmodified, newest first; keep edited entities.
+
+Before anything is deleted, the platform is asked who else still uses what would go: an entity of
+this installation that a foreign entity (one the installation did not create) refers to cannot be
+deleted, so the whole uninstall is refused up front with ``UninstallRefused`` naming both, rather
+than deleting half and failing on the held one (seed 004 refuses the same way).
+"""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from bundle_operator.engine.apply import delete_leftovers, roll_back_journal
 from bundle_operator.engine.diff import changed_paths
-from bundle_operator.engine.record import Record, deletion_order
-from bundle_operator.engine.snapshot import project, read_snapshot
+from bundle_operator.engine.record import Record, RecordedEntity, deletion_order
+from bundle_operator.engine.snapshot import Snapshot, project, read_snapshot
 from bundle_operator.engine.writer import Persist, Writer
+from bundle_operator.platform import kinds
+from bundle_operator.platform.models import Entity, McpInstance
 from bundle_operator.platform.protocol import PlatformAPI
 
 log = logging.getLogger(__name__)
+
+# Which platform collections may refer to a part of each bundle entity kind (the platform refuses
+# to delete an entity while one of them does).
+_HOLDER_PATHS: dict[str, tuple[str, ...]] = {
+    "mcp": (kinds.AGENTS.path, kinds.MCP_INSTANCES.path, kinds.GATEWAY_BUNDLES.path),
+    "skill": (kinds.AGENTS.path,),
+    "agent": (kinds.CHANNELS.path, kinds.TRIGGERS.path, kinds.POLICIES.path),
+}
+
+
+class UninstallRefused(Exception):
+    """Nothing was deleted: foreign entities still use entities the uninstall would delete.
+
+    ``held`` maps each held entity (``kind:key``) to the foreign entities that use it, each as
+    ``<collection>/<id>`` with its name when it has one.
+    """
+
+    def __init__(self, held: dict[str, list[str]]) -> None:
+        self.held = held
+        parts = [f"{entity} is used by {', '.join(holders)}" for entity, holders in sorted(held.items())]
+        super().__init__(
+            "uninstall refused, nothing was deleted: "
+            + "; ".join(parts)
+            + "; change or delete those first, or keep the installation"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """The refusal as JSON data."""
+        return {
+            "refused": [{"entity": e, "held_by": h} for e, h in sorted(self.held.items())],
+            "deleted": [],
+        }
 
 
 @dataclass
@@ -39,19 +80,16 @@ class UninstallResult:
         }
 
 
-async def uninstall(
-    platform: PlatformAPI, workspace: str, record: Record, persist: Persist
-) -> UninstallResult:
-    """Remove the installation's entities; the record keeps only what failed to go."""
-    writer = Writer(platform, workspace, record, persist, "", 0, record.bundle_name or "")
-    result = UninstallResult()
-    # First what an interrupted run created and never recorded, and what earlier runs left behind.
-    if record.journal:
-        for failure in await roll_back_journal(writer):
-            result.failed.setdefault("(interrupted run)", []).append(failure)
-    await delete_leftovers(writer)
-    snapshot = await read_snapshot(platform, workspace, record)
-    remaining = []
+@dataclass
+class _Plan:
+    """Per recorded entity, dependents first: delete it (with whether it is still live) or keep it."""
+
+    delete: list[tuple[RecordedEntity, bool]] = field(default_factory=list)
+    kept: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _plan(record: Record, snapshot: Snapshot) -> _Plan:
+    plan = _Plan()
     in_use: dict[str, str] = {}  # platform id -> the kept entity that refers to it
     # Dependents first: whatever refers to an entity is decided (kept or deleted) before it.
     for recorded in deletion_order(record.entities):
@@ -60,16 +98,45 @@ async def uninstall(
             edited = changed_paths(recorded.spec, live)
             holder = in_use.get(recorded.primary_id or "")
             if edited or holder is not None:
-                result.kept[recorded.entity] = edited or [f"(in use by {holder})"]
+                plan.kept[recorded.entity] = edited or [f"(in use by {holder})"]
                 in_use.update({ref: recorded.entity for ref in _referenced_ids(live)})
                 continue
         # Gone already (or an archived agent) still leaves its other parts to delete.
+        plan.delete.append((recorded, live is not None))
+    return plan
+
+
+async def uninstall(
+    platform: PlatformAPI, workspace: str, record: Record, persist: Persist
+) -> UninstallResult:
+    """Remove the installation's entities; the record keeps only what failed to go.
+
+    Raises ``UninstallRefused``, having deleted nothing, when a foreign entity still uses one of them.
+    """
+    writer = Writer(platform, workspace, record, persist, "", 0, record.bundle_name or "")
+    result = UninstallResult()
+    snapshot = await read_snapshot(platform, workspace, record)
+    plan = _plan(record, snapshot)
+    held = await _foreign_holders(platform, workspace, record, snapshot, plan)
+    if held:
+        raise UninstallRefused(held)
+    # First what an interrupted run created and never recorded, and what earlier runs left behind.
+    rolled_back = bool(record.journal)
+    if rolled_back:
+        for failure in await roll_back_journal(writer):
+            result.failed.setdefault("(interrupted run)", []).append(failure)
+    await delete_leftovers(writer)
+    if rolled_back:  # the interrupted run may have been an update that touched recorded entities
+        plan = _plan(record, await read_snapshot(platform, workspace, record))
+    result.kept = plan.kept
+    remaining = []
+    for recorded, live in plan.delete:
         failures = await writer.delete_entity(recorded)
         if failures:
             result.failed[recorded.entity] = failures
             remaining.append(recorded)
         else:
-            (result.gone if live is None else result.deleted).append(recorded.entity)
+            (result.deleted if live else result.gone).append(recorded.entity)
     record.entities = sorted(remaining, key=lambda r: r.seq)
     for entity, failures in result.failed.items():
         log.warning("uninstall: %s stays: %s", entity, ", ".join(failures))
@@ -83,7 +150,56 @@ async def uninstall(
     return result
 
 
-def _referenced_ids(spec: object) -> set[str]:
+async def _foreign_holders(
+    platform: PlatformAPI, workspace: str, record: Record, snapshot: Snapshot, plan: _Plan
+) -> dict[str, list[str]]:
+    """Per entity the plan deletes, the entities outside the installation that still refer to it."""
+    own = {part.id for recorded in record.entities for part in recorded.parts}
+    own |= {entry.id for entry in record.journal if entry.id is not None}
+    doomed: dict[str, str] = {}  # platform id -> the entity (kind:key) whose part it is
+    paths: set[str] = set()
+    for recorded, _ in plan.delete:
+        for part in recorded.parts:
+            doomed[part.id] = recorded.entity
+        paths.update(_HOLDER_PATHS.get(recorded.kind, ()))
+    held: dict[str, list[str]] = {}
+
+    def note(entity_id: str, holder: str) -> None:
+        holders = held.setdefault(doomed[entity_id], [])
+        if holder not in holders:
+            holders.append(holder)
+
+    for path in sorted(paths):
+        kind = kinds.BY_PATH[path]
+        listed = snapshot.entities.get(path)
+        items: list[Entity] = (
+            list(listed.values()) if listed is not None else list(await platform.list_all(workspace, kind))
+        )
+        for item in items:
+            if item.id in own:
+                continue
+            if path == kinds.GATEWAY_BUNDLES.path:
+                for member in await platform.list_members(workspace, item.id):
+                    if member.mcp_instance_id in doomed:
+                        note(member.mcp_instance_id, _describe(path, item, f"member {member.name}"))
+                continue
+            refs = _referenced_ids(item.model_dump(mode="json"))
+            if isinstance(item, McpInstance):
+                refs.add(item.server_id)
+            for ref in sorted(refs & doomed.keys()):
+                note(ref, _describe(path, item))
+    return held
+
+
+def _describe(path: str, item: Entity, detail: str = "") -> str:
+    name = getattr(item, "name", "")
+    archived = " (archived)" if getattr(item, "archived", False) else ""
+    label = f" '{name}'" if isinstance(name, str) and name else ""
+    extra = f" ({detail})" if detail else ""
+    return f"{path}/{item.id}{label}{archived}{extra}"
+
+
+def _referenced_ids(spec: Any) -> set[str]:
     """Every platform id a live spec refers to (agent ids, instance ids, skill ids)."""
     found: set[str] = set()
     stack = [spec]
