@@ -346,6 +346,37 @@ def test_delete_keeps_an_entity_edited_on_the_platform(
     assert any("kept" in m and AGENT in m for m in messages), messages
 
 
+def test_delete_waits_while_a_foreign_agent_uses_the_bundles_mcp(
+    kubectl: Kubectl, operator: OperatorProcess, platform: PlatformProcess, namespace: str, tmp_path: Path
+) -> None:
+    installed = install(kubectl, namespace, tmp_path)
+    instance = entity_id(installed, "mcp:github")
+    foreign = httpx.post(
+        f"{platform.url}/v1/workspaces/{namespace}/agents",
+        json={"name": "Someone Else", "model": "gpt-5", "mcp_instance_ids": [instance]},
+        headers={"Idempotency-Key": f"foreign-{namespace}"},
+        timeout=10,
+    )
+    foreign.raise_for_status()
+    before = workspace_contents(platform, namespace)
+
+    kubectl.run("delete", "bundleinstallation", NAME, "-n", namespace, "--wait=false")
+    blocked = wait_event(kubectl, namespace, "UninstallBlocked", timeout=60)
+    assert "Someone Else" in blocked[0]["message"] or foreign.json()["id"] in blocked[0]["message"]
+    # Nothing was deleted, and the installation waits with its finalizer.
+    assert workspace_contents(platform, namespace) == before
+    assert kubectl.get_or_none("bundleinstallation", NAME, namespace) is not None
+
+    httpx.delete(f"{platform.url}/v1/workspaces/{namespace}/agents/{foreign.json()['id']}", timeout=10)
+    wait_until(
+        lambda: kubectl.get_or_none("bundleinstallation", NAME, namespace) is None,
+        120,
+        "the installation gone once the foreign agent let go",
+    )
+    left = {path: items for path, items in workspace_contents(platform, namespace).items() if items}
+    assert left == {}
+
+
 def test_orphan_leaves_the_platform_alone(
     kubectl: Kubectl, operator: OperatorProcess, platform: PlatformProcess, namespace: str, tmp_path: Path
 ) -> None:

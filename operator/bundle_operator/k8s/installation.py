@@ -24,7 +24,7 @@ from bundle_operator.engine.drift import DriftReport, drift_from
 from bundle_operator.engine.merge import OnConflict
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.snapshot import read_snapshot
-from bundle_operator.engine.uninstall import uninstall
+from bundle_operator.engine.uninstall import UninstallRefused, uninstall
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.kube import Kube, KubeError
@@ -637,6 +637,11 @@ class InstallationReconciler:
         except SetupProblem as exc:
             await self.events.post(body, "Warning", "UninstallBlocked", exc.message)
             raise Retry(exc.message, backoff(attempt, cap=120)) from None
+        except UninstallRefused as exc:
+            # Nothing was deleted; the finalizer stays until the foreign users let go (or the
+            # user switches deletionPolicy to Orphan), and each retry says who holds what.
+            await self.events.post(body, "Warning", "UninstallBlocked", str(exc))
+            raise Retry(str(exc), backoff(attempt, cap=300)) from None
         except PlatformError as exc:
             await self.events.post(
                 body, "Warning", "UninstallFailed", f"the platform answered {exc}; retrying"
