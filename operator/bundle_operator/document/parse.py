@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bundle_operator.document import keys, mcp_rules, schedule, setup
+from bundle_operator.document import credential_rules, keys, mcp_rules, schedule, setup
 from bundle_operator.document.canonical import digest
 from bundle_operator.document.gateway_rules import check_gateway
 from bundle_operator.document.issues import Code, Issue, blocking
@@ -102,6 +102,7 @@ def _parse_text_data(data: Any, source_map: SourceMap) -> ParsedBundle:
         *setup.check_placeholders(bundle),
         *findings.issues,
         *mcp_rules.check_channel_tokens(bundle),
+        *credential_rules.check_credentials(bundle),
         *check_skills(bundle, source_map),
         *schedule.check_automations(bundle),
         *check_gateway(bundle),

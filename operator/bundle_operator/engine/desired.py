@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bundle_operator.document import placeholders
+from bundle_operator.document.credentials import value_is_credential
 from bundle_operator.document.models import (
     Agent,
     Automation,
@@ -97,6 +98,19 @@ class _Filler:
     def fill(self, text: str) -> str:
         return placeholders.substitute(text, lambda key: self.inputs.setup.get(key, ""))
 
+    def field_type(self, name: str, text: str) -> str:
+        """How an env or header entry is declared to the MCP service.
+
+        A value backed by a ``secret`` setup field is a secret (seed 000: the setup field's type
+        decides, not a guess from the name). A value that looks like a credential by the shared
+        screening rules but is not backed by one (analyze blocks those) is declared secret as
+        well, so the platform's own ``secret_required`` check refuses the plain value instead of
+        being switched off by a ``string`` declaration.
+        """
+        if self.is_secret(text) or value_is_credential(name, self.fill(text)):
+            return "secret"
+        return "string"
+
     def value(self, site: str, text: str) -> Any:
         if self.is_secret(text):
             self.secrets[site] = self.fill(text)
@@ -122,8 +136,7 @@ def desired_mcp(mcp: Mcp, inputs: Inputs) -> Desired:
             server["image"] = mcp.image
         server["endpoint_url"] = None
         server["env_schema"] = [
-            {"name": name, "type": "secret" if filler.is_secret(text) else "string"}
-            for name, text in mcp.env.items()
+            {"name": name, "type": filler.field_type(name, text)} for name, text in mcp.env.items()
         ]
         server["headers_schema"] = []
         instance["env"] = {name: filler.value(f"env:{name}", text) for name, text in mcp.env.items()}
@@ -135,8 +148,7 @@ def desired_mcp(mcp: Mcp, inputs: Inputs) -> Desired:
         server["endpoint_url"] = _origin(filler.fill(mcp.endpoint_url)) if isinstance(url, dict) else url
         server["env_schema"] = []
         server["headers_schema"] = [
-            {"name": name, "type": "secret" if filler.is_secret(text) else "string"}
-            for name, text in mcp.headers.items()
+            {"name": name, "type": filler.field_type(name, text)} for name, text in mcp.headers.items()
         ]
         instance["headers"] = {
             name: filler.value(f"header:{name}", text) for name, text in mcp.headers.items()

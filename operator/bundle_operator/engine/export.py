@@ -13,13 +13,13 @@ from typing import Any
 
 import yaml
 
-from bundle_operator.document.models import SCHEMA_VERSION
-from bundle_operator.engine.screening import (
+from bundle_operator.document.credentials import (
     authorization_prefix,
     is_credentialed_url,
     screen_args,
     value_is_credential,
 )
+from bundle_operator.document.models import SCHEMA_VERSION
 from bundle_operator.platform import kinds
 from bundle_operator.platform.models import (
     Agent,

@@ -1,10 +1,10 @@
-"""Export's credential screening rules (seed 000), with examples for each."""
+"""The credential screening rules (seed 000) that export and analyze share, with examples for each."""
 
 from __future__ import annotations
 
 import pytest
 
-from bundle_operator.engine.screening import (
+from bundle_operator.document.credentials import (
     ArgFinding,
     is_authorization_value,
     is_credentialed_url,
@@ -70,9 +70,24 @@ def test_credentialed_urls(url: str) -> None:
 @pytest.mark.parametrize(
     "url",
     [
+        "https://hooks.example.com/services/abcdefghijklmnopqrstuvwx",  # 24 letters
+        "https://hooks.example.com/services/ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef",
+        "https://hooks.example.com/services/123456789012345678901234",  # 24 digits
+        "https://docs.example.com/documentationandreferencesguide",
+    ],
+)
+def test_a_long_run_of_letters_or_of_digits_alone_is_an_opaque_segment(url: str) -> None:
+    # Seed 000: "an opaque path segment of 24 or more letters and digits"; a mix is not required.
+    assert is_credentialed_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
         "https://api.github.com/repos/acme/widgets",
         "postgresql://reader@db.internal:5432/analytics",
-        "https://docs.example.com/documentationandreferencesguide",  # long but all letters
+        "https://example.com/hooks/abcdefghijklmnopqrstuvw",  # 23 letters: one short of opaque
+        "https://example.com/hooks/12345678901234567890123",  # 23 digits
         "https://example.com/agents/customer-support-assistant-v2/mcp",  # a readable slug
         "https://example.com/?page=2",
         "not a url",

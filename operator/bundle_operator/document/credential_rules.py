@@ -1,0 +1,97 @@
+"""Literal credentials in MCP configuration: analyze refuses what export would have templated.
+
+The places are the ones export screens (seed 000): env and headers by name or value, arguments
+(URLs, credential flags, ``NAME=value``, header arguments) and a credentialed ``endpoint_url``.
+What the rules in ``credentials`` find there must come from a ``secret`` setup field; issues
+name the field and never quote the value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from bundle_operator.document import placeholders
+from bundle_operator.document.credentials import (
+    authorization_prefix,
+    is_credentialed_url,
+    screen_args,
+    value_is_credential,
+)
+from bundle_operator.document.issues import Code, Issue, blocking, shown
+from bundle_operator.document.models import Bundle, Mcp, UrlMcp
+from bundle_operator.document.pointer import join_pointer
+
+
+@dataclass(frozen=True)
+class CredentialSite:
+    """A credential found in an MCP: where it stands, how a message names it, and its text (the
+    part after a kept prefix such as ``--token=`` or ``Bearer``)."""
+
+    pointer: str
+    field: str
+    text: str
+
+
+def credential_sites(mcp: Mcp, base: str) -> Iterator[CredentialSite]:
+    """Every place in one MCP's configuration that holds a credential by the screening rules."""
+    if isinstance(mcp, UrlMcp):
+        if is_credentialed_url(mcp.endpoint_url):
+            yield CredentialSite(join_pointer(base, "endpoint_url"), "endpoint_url", mcp.endpoint_url)
+        for name, value in mcp.headers.items():
+            if value_is_credential(name, value):
+                text = value[len(authorization_prefix(value)) :]
+                yield CredentialSite(join_pointer(base, "headers", name), f"header {shown(name)}", text)
+        return
+    for finding in screen_args(mcp.args):
+        arg = mcp.args[finding.index]
+        yield CredentialSite(
+            join_pointer(base, "args", finding.index),
+            f"argument {finding.index}",
+            arg[len(finding.prefix) :],
+        )
+    for name, value in mcp.env.items():
+        if value_is_credential(name, value):
+            text = value[len(authorization_prefix(value)) :]
+            yield CredentialSite(join_pointer(base, "env", name), f"env {shown(name)}", text)
+
+
+def check_credentials(bundle: Bundle) -> list[Issue]:
+    """A credential written into an MCP blocks (``credential_literal``); one taken only from setup
+    fields that are not ``secret`` blocks too (``credential_not_secret_field``), since it would
+    be installed as plain text."""
+    secret_fields = {f.key for f in bundle.setup if f.type == "secret"}
+    declared = {f.key for f in bundle.setup}
+    issues: list[Issue] = []
+    for index, mcp in enumerate(bundle.mcps):
+        base = join_pointer("/mcps", index)
+        entity = f"mcp:{mcp.key}"
+        for site in credential_sites(mcp, base):
+            if not site.text.strip():
+                continue  # nothing written: an empty value leaks nothing
+            refs = [ref.strip() for ref in placeholders.references(site.text)]
+            if any(ref in secret_fields for ref in refs):
+                continue  # installed as a secret value
+            if not refs:
+                issues.append(
+                    blocking(
+                        Code.CREDENTIAL_LITERAL,
+                        f"{site.field} of MCP '{mcp.key}' holds a credential written into the document; "
+                        "take it from a ${setup.<key>} reference to a secret setup field",
+                        site.pointer,
+                        entity,
+                    )
+                )
+            elif all(ref in declared for ref in refs):
+                # (an undeclared reference is reported as unknown_setup_reference)
+                fields = ", ".join(f"'{shown(ref)}'" for ref in refs)
+                issues.append(
+                    blocking(
+                        Code.CREDENTIAL_NOT_SECRET_FIELD,
+                        f"{site.field} of MCP '{mcp.key}' holds a credential, but it refers only to setup "
+                        f"field(s) {fields}, which are not of type secret; it would be stored as plain text",
+                        site.pointer,
+                        entity,
+                    )
+                )
+    return issues
