@@ -4,8 +4,10 @@ Every hop (the first URL and each redirect) must be https and resolve only to pu
 the connection then goes to the address that was checked (the name is kept for TLS and Host), so
 a DNS answer cannot change between the check and the connect. The body streams into a private
 temporary file with its SHA-256 computed on the way and a hard byte cap; the checksum is
-compared before the caller gets the path, and nothing is left behind on any refusal. Tests and
-local setups can allow specific non-public networks explicitly (``allow_networks``).
+compared before the caller gets the path (unless the caller passes ``expected_sha256=None``, as
+analyze may for a bundle document by URL, seed 000's ``source_url``), and nothing is left behind
+on any refusal. Tests and local setups can allow specific non-public networks explicitly
+(``allow_networks``).
 
 Used for .mcpb archives (128 MiB cap) and for bundle documents fetched by URL (5 MB cap).
 """
@@ -79,7 +81,7 @@ class FetchRefused(Exception):
 
 @dataclass(frozen=True)
 class Fetched:
-    """A downloaded file whose SHA-256 matched; the caller owns (and deletes) ``path``."""
+    """A downloaded file whose SHA-256 matched (or was not asked for); the caller deletes ``path``."""
 
     path: Path
     sha256: str
@@ -179,7 +181,7 @@ def _pinned_request(client: httpx.AsyncClient, url: httpx.URL, ip: IPAddress) ->
 async def fetch_to_file(
     url: str,
     *,
-    expected_sha256: str,
+    expected_sha256: str | None,
     max_bytes: int,
     dest_dir: str | os.PathLike[str] | None = None,
     allow_networks: Sequence[IPNetwork | str] = (),
@@ -188,10 +190,16 @@ async def fetch_to_file(
     total_timeout: float = 300.0,
     max_redirects: int = 5,
 ) -> Fetched:
-    """Download ``url`` into a new private file in ``dest_dir`` and check its SHA-256 before returning."""
-    expected = expected_sha256.lower().removeprefix("sha256:")
-    if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
-        raise FetchRefused("bad_checksum", "the expected checksum is not a SHA-256 hex digest")
+    """Download ``url`` into a new private file in ``dest_dir`` and check its SHA-256 before returning.
+
+    ``expected_sha256=None`` takes the file unchecked (the SSRF guard and the cap still apply);
+    ``Fetched.sha256`` then says what was downloaded.
+    """
+    expected: str | None = None
+    if expected_sha256 is not None:
+        expected = expected_sha256.lower().removeprefix("sha256:")
+        if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
+            raise FetchRefused("bad_checksum", "the expected checksum is not a SHA-256 hex digest")
     networks = [ipaddress.ip_network(n) if isinstance(n, str) else n for n in allow_networks]
     try:
         with anyio.fail_after(total_timeout):
@@ -206,7 +214,7 @@ async def fetch_to_file(
 
 async def _follow(
     url: httpx.URL,
-    expected: str,
+    expected: str | None,
     max_bytes: int,
     dest_dir: str | os.PathLike[str] | None,
     networks: Sequence[IPNetwork],
@@ -261,7 +269,7 @@ async def _connect(client: httpx.AsyncClient, url: httpx.URL, addresses: list[IP
 async def _save(
     response: httpx.Response,
     url: httpx.URL,
-    expected: str,
+    expected: str | None,
     max_bytes: int,
     dest_dir: str | os.PathLike[str] | None,
 ) -> Fetched:
@@ -283,7 +291,7 @@ async def _save(
             except httpx.HTTPError as exc:
                 raise FetchRefused("fetch_failed", f"{shown(url)}: {type(exc).__name__}") from None
         actual = digest.hexdigest()
-        if not hmac.compare_digest(actual, expected):
+        if expected is not None and not hmac.compare_digest(actual, expected):
             raise FetchRefused(
                 "checksum_mismatch", f"the file from {shown(url)} does not match its expected SHA-256"
             )

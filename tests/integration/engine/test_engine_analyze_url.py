@@ -1,0 +1,210 @@
+"""bundlectl analyze URL: seed 000's source_url, fetched through the SSRF-guarded fetcher (5 MiB cap).
+
+The server is a real HTTPS server on 127.0.0.1 whose certificate a throwaway CA issued (the approach
+of tests/integration/k8s/test_sources.py); the CLI trusts that CA with --ca-file and reaches loopback
+only with --allow-private-sources.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import ipaddress
+import json
+import ssl
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from tests.integration.engine.conftest import TOKEN
+from tests.integration.platform.platform_harness import PlatformProcess
+
+pytestmark = [pytest.mark.integration]
+ROOT = Path(__file__).resolve().parents[3]
+BUNDLECTL = str(Path(sys.executable).with_name("bundlectl"))
+TRIAGE = (ROOT / "examples" / "github-triage.yaml").read_bytes()
+TRIAGE_SETUP = str(ROOT / "examples" / "setup" / "github-triage.yaml")
+BLOCKED = b'schema_version: "0.1.0"\nname: broken\nagents:\n  - {key: a, name: A, mcps: [nowhere]}\n'
+
+
+@dataclass
+class Server:
+    port: int
+    ca_file: Path
+    files: dict[str, bytes] = field(default_factory=dict)
+
+    def url(self, path: str) -> str:
+        return f"https://127.0.0.1:{self.port}{path}"
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _tls_files(tmp: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a certificate for 127.0.0.1 it issued: cert, key and the CA's PEM file."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("analyze url test CA"))
+        .issuer_name(_name("analyze url test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("localhost"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (tmp / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp / "server-key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    (tmp / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    return tmp / "server.pem", tmp / "server-key.pem", tmp / "ca.pem"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    cert, key, ca_file = _tls_files(tmp_path_factory.mktemp("tls"))
+    state: dict[str, Server] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            path = urlsplit(self.path).path
+            body = state["server"].files.get(path)
+            if path == "/redirect-inward":
+                self.send_response(302)
+                self.send_header("Location", "https://169.254.169.254/latest/meta-data")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            status = 200 if body is not None else 404
+            data = body if body is not None else b"not here"
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
+    state["server"] = Server(port=httpd.server_address[1], ca_file=ca_file)
+    state["server"].files.update(
+        {
+            "/triage.yaml": TRIAGE,
+            "/broken.yaml": BLOCKED,
+            "/huge.yaml": b"# " + b"x" * (5 * 1024 * 1024) + b"\n",
+        }
+    )
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield state["server"]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def analyze(server: Server, url: str, *extra: str, trusted: bool = True) -> subprocess.CompletedProcess[str]:
+    flags = ["--ca-file", str(server.ca_file), "--allow-private-sources"] if trusted else []
+    return subprocess.run(
+        [BUNDLECTL, "analyze", url, *flags, *extra], capture_output=True, text=True, check=False, env={}
+    )
+
+
+def test_an_https_url_is_fetched_without_a_checksum_and_analyzed(server: Server) -> None:
+    done = analyze(server, server.url("/triage.yaml"), "--setup-file", TRIAGE_SETUP, "-o", "json")
+    out = json.loads(done.stdout)
+    assert out["bundle"]["name"] == "github-triage"
+    assert out["bundle"]["digest"].startswith("sha256:")
+    assert {e["key"] for e in out["entities"]} >= {"github", "triage_bot"}
+    done = analyze(server, server.url("/broken.yaml"), "-o", "json")
+    assert done.returncode == 1 and "unknown_reference" in done.stdout
+
+
+def test_a_given_checksum_must_match(server: Server) -> None:
+    good = hashlib.sha256(BLOCKED).hexdigest()
+    done = analyze(server, server.url("/broken.yaml"), "--sha256", good, "-o", "json")
+    assert json.loads(done.stdout)["bundle"]["name"] == "broken"
+    done = analyze(server, server.url("/broken.yaml"), "--sha256", "0" * 64)
+    assert done.returncode == 1 and "SHA-256" in done.stderr and done.stdout == ""
+    done = analyze(server, server.url("/broken.yaml"), "--sha256", "nothex")
+    assert done.returncode == 2
+
+
+def test_the_ssrf_guard_and_the_cap_hold(server: Server) -> None:
+    # Loopback is refused unless the flag for tests says otherwise.
+    done = analyze(
+        server, server.url("/triage.yaml?token=do-not-show"), "--ca-file", str(server.ca_file), trusted=False
+    )
+    assert done.returncode == 1 and "non-public address" in done.stderr
+    assert "do-not-show" not in done.stderr  # a URL is shown without its query string
+    # So is a redirect into a private network, even with loopback allowed.
+    done = analyze(server, server.url("/redirect-inward"))
+    assert done.returncode == 1 and "non-public" in done.stderr
+    done = analyze(server, server.url("/huge.yaml"))
+    assert done.returncode == 1 and "at most 5242880" in done.stderr
+    done = analyze(server, f"http://127.0.0.1:{server.port}/triage.yaml")
+    assert done.returncode == 2 and "not an https address" in done.stderr
+    # A certificate nobody trusts is refused too.
+    done = analyze(server, server.url("/triage.yaml"), "--allow-private-sources", trusted=False)
+    assert done.returncode == 1 and "fetch_failed" not in done.stdout and done.stderr
+
+
+def test_an_url_analyzes_against_a_platform_as_well(
+    server: Server, engine_platform: PlatformProcess, ws: str
+) -> None:
+    done = analyze(
+        server,
+        server.url("/triage.yaml"),
+        "--setup-file",
+        TRIAGE_SETUP,
+        "--substitute",
+        "model:gpt-4.1=gpt-5",
+        "--platform",
+        engine_platform.url,
+        "--token",
+        TOKEN,
+        "--workspace",
+        ws,
+        "-o",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["bundle"]["name"] == "github-triage" and out["blocking"] is False
