@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bundle_operator.commands.connection import (
     UsageError,
     add_platform_flags,
@@ -22,7 +20,7 @@ from bundle_operator.commands.connection import (
 )
 from bundle_operator.commands.install import run_command
 from bundle_operator.engine.drift import drift
-from bundle_operator.engine.export import ExportRefused, export_workspace
+from bundle_operator.engine.export import ExportRefused, export_with_report
 from bundle_operator.engine.uninstall import UninstallRefused, uninstall
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -49,7 +47,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         add_platform_flags(parser)
         parser.add_argument("-o", "--output", choices=("json", "table"), default="table")
         parser.set_defaults(func=func)
-    parser = sub.add_parser("export", help="write a workspace as a bundle document, credentials screened out")
+    parser = sub.add_parser(
+        "export",
+        help="write a workspace as a bundle document, credentials screened out",
+        description="Write a workspace as a bundle document. Every value replaced with a setup "
+        "reference, and everything left out, is reported on standard error by path, never by value "
+        "(and under 'report' with -o json, whose output is {document, report}).",
+    )
     parser.add_argument("--name", help="the exported bundle's name (default: the workspace)")
     parser.add_argument("--version", default="0.0.0", help="the exported bundle's version (default 0.0.0)")
     parser.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output")
@@ -119,12 +123,19 @@ async def _export_body(args: argparse.Namespace) -> int:
         raise UsageError("--workspace is required")
     async with client_for(args) as client:
         try:
-            text = await export_workspace(client, args.workspace, args.name or args.workspace, args.version)
+            exported = await export_with_report(
+                client, args.workspace, args.name or args.workspace, args.version
+            )
         except ExportRefused as exc:
             print(f"bundlectl export: refused: {exc}", file=sys.stderr)
             return EXIT_FAILED
+    report = exported.report
+    for line in report.lines():
+        print(f"bundlectl export: {line}", file=sys.stderr)
+    text = exported.text
     if args.output == "json":
-        text = json.dumps(yaml.safe_load(text), indent=2) + "\n"
+        data = {"document": exported.document, "report": report.to_json()}
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     if args.out:
         await asyncio.to_thread(Path(args.out).write_text, text)
     else:

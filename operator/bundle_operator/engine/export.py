@@ -3,27 +3,37 @@
 No credential travels: secret-backed values are never read and become secret setup fields, and
 plain MCP configuration is screened (seed 000) the same way. Keys are derived from names and
 setup keys from the MCP key and the position, so one workspace always exports the same bytes.
+
+The document lists under ``requires`` the models and tools its agents use (seed 004: a model is
+instance-specific, so ``substitute``; a tool, one of the bundle's own MCPs, ``strip``), and every
+agent keeps the model it has on the platform, the platform's ``default`` included. What the export
+replaced with a setup reference, and what it left out, is reported by path (a JSON Pointer into the
+document, or the platform collection and id), never by value: the file itself looks unremarkable.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
 from bundle_operator.document.credentials import (
     authorization_prefix,
+    is_authorization_value,
     is_credentialed_url,
+    name_looks_like_credential,
     screen_args,
     value_is_credential,
 )
 from bundle_operator.document.models import SCHEMA_VERSION
+from bundle_operator.document.pointer import join_pointer
 from bundle_operator.platform import kinds
 from bundle_operator.platform.models import (
     Agent,
     Channel,
+    GatewayBundle,
     McpInstance,
     McpServer,
     Policy,
@@ -43,12 +53,72 @@ class ExportRefused(Exception):
         self.message = message
 
 
+class Replaced(NamedTuple):
+    """A value the export did not write: ``path`` (a JSON Pointer into the document) now holds a
+    reference to the secret setup field ``setup``; ``reason`` says why, never what it was."""
+
+    path: str
+    setup: str
+    reason: str
+
+
+class Dropped(NamedTuple):
+    """Something of the workspace the document leaves out: ``path`` is the platform collection and
+    id (``agents/agt_…``), or a JSON Pointer into the document for a field that was dropped."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class ExportReport:
+    """Every value replaced with a setup reference and everything dropped, by path, never by value."""
+
+    replaced: list[Replaced] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        """The report as JSON data."""
+        return {
+            "replaced": [r._asdict() for r in self.replaced],
+            "dropped": [d._asdict() for d in self.dropped],
+        }
+
+    def lines(self) -> list[str]:
+        """The report for a person, a line per item."""
+        out = [f"replaced {r.path} with ${{setup.{r.setup}}} ({r.reason})" for r in self.replaced]
+        out += [f"dropped {d.path}: {d.reason}" for d in self.dropped]
+        return out
+
+
+@dataclass(frozen=True)
+class Export:
+    """An exported workspace: the document, its YAML text, and the report."""
+
+    document: dict[str, Any]
+    text: str
+    report: ExportReport
+
+
+# Why a value was replaced (the wording of the report).
+SECRET_BACKED = "secret-backed value, never read"
+CREDENTIAL_NAME = "credential-like name"
+CREDENTIALED_URL = "credentialed URL"
+AUTHORIZATION_VALUE = "Authorization-style value"
+CREDENTIAL_ARGUMENT = "credential argument"
+SIGNING_KEY = "call-context signing key, never read"
+BOT_TOKEN = "channel bot token, never read"
+
+
 @dataclass
 class _Setup:
     fields: list[dict[str, Any]] = field(default_factory=list)
+    report: ExportReport = field(default_factory=ExportReport)
 
-    def secret(self, key: str, label: str) -> str:
+    def secret(self, key: str, label: str, path: str = "", reason: str = "") -> str:
         self.fields.append({"key": key, "label": label, "type": "secret"})
+        if path:
+            self.report.replaced.append(Replaced(path, key, reason))
         return f"${{setup.{key}}}"
 
 
@@ -67,16 +137,43 @@ def make_key(name: str, taken: set[str]) -> str:
 
 async def export_workspace(platform: PlatformAPI, workspace: str, name: str, version: str = "0.0.0") -> str:
     """The workspace as a bundle document (YAML), deterministic for the same workspace."""
+    return (await export_with_report(platform, workspace, name, version)).text
+
+
+async def export_with_report(
+    platform: PlatformAPI, workspace: str, name: str, version: str = "0.0.0"
+) -> Export:
+    """The workspace as a bundle document, with the report of what was replaced and dropped."""
     servers = {s.id: s for s in await platform.list_all(workspace, kinds.MCP_SERVERS)}
     instances = await platform.list_all(workspace, kinds.MCP_INSTANCES)
     skills = await platform.list_all(workspace, kinds.SKILLS)
-    agents = [a for a in await platform.list_all(workspace, kinds.AGENTS) if not a.archived]
+    listed = await platform.list_all(workspace, kinds.AGENTS)
     channels = await platform.list_all(workspace, kinds.CHANNELS)
     triggers = await platform.list_all(workspace, kinds.TRIGGERS)
     policies = await platform.list_all(workspace, kinds.POLICIES)
-    return render(
-        build_document(name, version, servers, instances, skills, agents, channels, triggers, policies)
+    gateways = await platform.list_all(workspace, kinds.GATEWAY_BUNDLES)
+    report = ExportReport()
+    agents = []
+    for agent in listed:
+        if agent.archived:
+            report.dropped.append(Dropped(f"{kinds.AGENTS.path}/{agent.id}", "an archived agent"))
+        else:
+            agents.append(agent)
+    document = build_document(
+        name, version, servers, instances, skills, agents, channels, triggers, policies, report=report
     )
+    _drop_gateways(gateways, report)
+    return Export(document, render(document), report)
+
+
+def _drop_gateways(gateways: list[GatewayBundle], report: ExportReport) -> None:
+    for gateway in gateways:
+        report.dropped.append(
+            Dropped(
+                f"{kinds.GATEWAY_BUNDLES.path}/{gateway.id}",
+                "a gateway bundle (and its endpoints): the export does not write gateways",
+            )
+        )
 
 
 def build_document(
@@ -89,19 +186,30 @@ def build_document(
     channels: list[Channel],
     triggers: list[Trigger],
     policies: list[Policy],
+    *,
+    report: ExportReport | None = None,
 ) -> dict[str, Any]:
-    """Build the document from listed entities (in the platform's creation order)."""
+    """Build the document from listed entities (in the platform's creation order); what was replaced
+    and dropped goes to ``report`` when one is given."""
     taken: set[str] = set()
-    setup = _Setup()
+    setup = _Setup(report=report if report is not None else ExportReport())
+    dropped = setup.report.dropped
     mcp_keys: dict[str, str] = {}
     mcps: list[dict[str, Any]] = []
+    used_servers: set[str] = set()
     for instance in instances:
         server = servers.get(instance.server_id)
         if server is None:
+            dropped.append(
+                Dropped(f"{kinds.MCP_INSTANCES.path}/{instance.id}", "its MCP server spec is gone")
+            )
             continue
+        used_servers.add(server.id)
         key = make_key(instance.name, taken)
         mcp_keys[instance.id] = key
-        mcps.append(_mcp(key, instance, server, setup))
+        mcps.append(_mcp(key, len(mcps), instance, server, setup))
+    for server_id in sorted(servers.keys() - used_servers):
+        dropped.append(Dropped(f"{kinds.MCP_SERVERS.path}/{server_id}", "a server spec no MCP instance uses"))
     skill_keys: dict[str, str] = {}
     skill_docs: list[dict[str, Any]] = []
     for skill in skills:
@@ -134,19 +242,34 @@ def build_document(
         doc["mcps"] = [mcp_keys[i] for i in agent.mcp_instance_ids]
         doc["skills"] = [skill_keys[i] for i in agent.skill_ids]
         agent_docs.append(doc)
-    channel_docs = []
+    unbound = "bound to an agent the export does not write (archived or gone)"
+    enabled = "was enabled; the bundle installs it disabled until the installation is activated"
+    channel_docs: list[dict[str, Any]] = []
     for channel in channels:
         if channel.agent_id not in agent_keys:
-            continue  # bound to an archived or unknown agent: nothing to wire it to
+            # Bound to an archived or unknown agent: nothing to wire it to.
+            dropped.append(Dropped(f"{kinds.CHANNELS.path}/{channel.id}", unbound))
+            continue
         key = make_key(channel.name or f"{channel.type}_channel", taken)
-        token = setup.secret(f"{key}_bot_token", f"Bot token of channel {channel.name or key}")
+        path = join_pointer("/channels", len(channel_docs))
+        token = setup.secret(
+            f"{key}_bot_token",
+            f"Bot token of channel {channel.name or key}",
+            join_pointer(path, "bot_token"),
+            BOT_TOKEN,
+        )
+        if channel.enabled:
+            dropped.append(Dropped(join_pointer(path, "enabled"), enabled))
         channel_docs.append(
             {"key": key, "type": channel.type, "agent": agent_keys[channel.agent_id], "bot_token": token}
         )
-    automation_docs = []
+    automation_docs: list[dict[str, Any]] = []
     for trigger in triggers:
         if trigger.agent_id not in agent_keys:
+            dropped.append(Dropped(f"{kinds.TRIGGERS.path}/{trigger.id}", unbound))
             continue
+        if trigger.enabled:
+            dropped.append(Dropped(join_pointer("/automations", len(automation_docs), "enabled"), enabled))
         label = trigger.name.split(":", 1)[1] if ":" in trigger.name else trigger.name
         key = make_key(label, taken)
         automation_docs.append(
@@ -159,9 +282,10 @@ def build_document(
                 "message": trigger.message,
             }
         )
-    policy_docs = []
+    policy_docs: list[dict[str, Any]] = []
     for policy in policies:
         if policy.agent_id not in agent_keys:
+            dropped.append(Dropped(f"{kinds.POLICIES.path}/{policy.id}", unbound))
             continue
         key = make_key(f"{agent_keys[policy.agent_id]}_{policy.type}", taken)
         policy_docs.append(
@@ -176,38 +300,70 @@ def build_document(
         ("channels", channel_docs),
         ("automations", automation_docs),
         ("policies", policy_docs),
+        ("requires", requirements(agent_docs, [m["key"] for m in mcps])),
     ):
         if items:
             document[section] = items
     return document
 
 
-def _mcp(key: str, instance: McpInstance, server: McpServer, setup: _Setup) -> dict[str, Any]:
+def requirements(agent_docs: list[dict[str, Any]], mcp_keys: list[str]) -> list[dict[str, Any]]:
+    """``requires`` for what the agents use (seed 004): each model, ``substitute`` (which model is
+    which is instance-specific, the platform's ``default`` included); each MCP an agent uses as a
+    tool, ``strip`` (the bundle carries it; a target that skips it drops the reference)."""
+    models = sorted({doc["model"] for doc in agent_docs})
+    used = {key for doc in agent_docs for key in doc["mcps"]}
+    out = [{"kind": "model", "ref": model, "policy": "substitute"} for model in models]
+    out += [{"kind": "tool", "ref": key, "policy": "strip"} for key in mcp_keys if key in used]
+    return out
+
+
+def _reason(name: str, value: str) -> str:
+    if name_looks_like_credential(name):
+        return CREDENTIAL_NAME
+    if is_credentialed_url(value):
+        return CREDENTIALED_URL
+    if is_authorization_value(value):
+        return AUTHORIZATION_VALUE
+    return "looks like a credential"
+
+
+def _mcp(key: str, index: int, instance: McpInstance, server: McpServer, setup: _Setup) -> dict[str, Any]:
     doc: dict[str, Any] = {"key": key, "name": instance.name, "type": server.type}
+    base = join_pointer("/mcps", index)
 
-    def secret_field(site: str, label: str) -> str:
-        return setup.secret(f"{key}_{site}", f"{label} of MCP {instance.name}")
+    def secret_field(site: str, label: str, path: str, reason: str) -> str:
+        return setup.secret(f"{key}_{site}", f"{label} of MCP {instance.name}", path, reason)
 
-    def screened(site: str, label: str, name: str, value: str | SecretRef) -> str:
+    def screened(section: str, site: str, label: str, name: str, value: str | SecretRef) -> str:
+        path = join_pointer(base, section, name)
         if isinstance(value, SecretRef):
-            return secret_field(site, label)
+            return secret_field(site, label, path, SECRET_BACKED)
         if value_is_credential(name, value):
-            return authorization_prefix(value) + secret_field(site, label)
+            return authorization_prefix(value) + secret_field(site, label, path, _reason(name, value))
         return value
 
     if server.type == "url":
         url = instance.endpoint_url if instance.endpoint_url is not None else server.endpoint_url
-        if isinstance(url, SecretRef) or (isinstance(url, str) and is_credentialed_url(url)):
-            doc["endpoint_url"] = secret_field("url", "Endpoint URL")
+        url_path = join_pointer(base, "endpoint_url")
+        if isinstance(url, SecretRef):
+            doc["endpoint_url"] = secret_field("url", "Endpoint URL", url_path, SECRET_BACKED)
+        elif isinstance(url, str) and is_credentialed_url(url):
+            doc["endpoint_url"] = secret_field("url", "Endpoint URL", url_path, CREDENTIALED_URL)
         else:
             doc["endpoint_url"] = url
         if instance.headers:
             doc["headers"] = {
-                name: screened(f"header_{i}", f"Header {name}", name, value)
+                name: screened("headers", f"header_{i}", f"Header {name}", name, value)
                 for i, (name, value) in enumerate(sorted(instance.headers.items()))
             }
         if instance.context_signing:
-            doc["context_secret"] = secret_field("context_secret", "Call-context signing key")
+            doc["context_secret"] = secret_field(
+                "context_secret",
+                "Call-context signing key",
+                join_pointer(base, "context_secret"),
+                SIGNING_KEY,
+            )
         return doc
     if server.type == "command":
         doc["command"] = server.command
@@ -218,17 +374,20 @@ def _mcp(key: str, instance: McpInstance, server: McpServer, setup: _Setup) -> d
     findings = {f.index: f.prefix for f in screen_args(plain)}
     out_args: list[str] = []
     for index, arg in enumerate(args):
+        path = join_pointer(base, "args", index)
         if isinstance(arg, SecretRef):
-            out_args.append(secret_field(f"arg_{index}", f"Argument {index}"))
+            out_args.append(secret_field(f"arg_{index}", f"Argument {index}", path, SECRET_BACKED))
         elif index in findings:
-            out_args.append(findings[index] + secret_field(f"arg_{index}", f"Argument {index}"))
+            out_args.append(
+                findings[index] + secret_field(f"arg_{index}", f"Argument {index}", path, CREDENTIAL_ARGUMENT)
+            )
         else:
             out_args.append(arg)
     if out_args:
         doc["args"] = out_args
     if instance.env:
         doc["env"] = {
-            name: screened(f"env_{i}", f"Environment variable {name}", name, value)
+            name: screened("env", f"env_{i}", f"Environment variable {name}", name, value)
             for i, (name, value) in enumerate(sorted(instance.env.items()))
         }
     return doc

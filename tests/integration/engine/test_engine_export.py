@@ -1,19 +1,39 @@
-"""Export: credentials screened out (seed 000), deterministic bytes, and a round trip that installs."""
+"""Export: credentials screened out (seed 000), deterministic bytes, and a round trip that installs.
+
+The workspace to export is built through the platform API (``seed_workspace``), with credentials
+written in plain configuration the way a person may have configured it by hand."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import SecretStr
 
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.engine.analyze import analyze_offline
+from bundle_operator.engine.apply import Options
 from bundle_operator.engine.export import ExportRefused, build_document, export_workspace
+from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from bundle_operator.platform.models import Agent
-from tests.integration.engine.harness import install, parse
+from bundle_operator.platform.models import (
+    Agent,
+    AgentCreate,
+    ChannelCreate,
+    McpInstanceCreate,
+    McpServerCreate,
+    PolicyCreate,
+    SchemaFieldIn,
+    SecretCreate,
+    SecretRef,
+    SkillCreate,
+    TriggerCreate,
+    TriggerUpdate,
+)
+from tests.integration.engine.harness import install
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -102,8 +122,85 @@ SOURCE: dict[str, Any] = {
 SETUP = {"gh": "setup-secret-value", "signing": "first-context-secret-of-forty-characters!", "bot": "123:bot"}
 
 
+async def seed_workspace(client: PlatformClient, ws: str) -> None:
+    """The workspace SOURCE describes, built through the platform API the way a person configures
+    one by hand: the credentials written in plain configuration (declared ``string`` in the server
+    spec, which turns the platform's own check off) are what export screening is for. A bundle with
+    them would not install: analyze blocks literal credentials."""
+
+    async def make(kind: Any, body: Any) -> Any:
+        return await client.create(ws, kind, body, idempotency_key=f"seed-{ws}-{uuid.uuid4().hex}")
+
+    tools, remote = SOURCE["mcps"]
+    gh = await make(kinds.SECRETS, SecretCreate(name="gh", value=SecretStr(SETUP["gh"])))
+    tools_server = await make(
+        kinds.MCP_SERVERS,
+        McpServerCreate(
+            name="Tool Box",
+            type="command",
+            command=tools["command"],
+            env_schema=[
+                SchemaFieldIn(name=n, type="secret" if n == "GITHUB" else "string") for n in tools["env"]
+            ],
+        ),
+    )
+    env: dict[str, str | SecretRef] = {**tools["env"], "GITHUB": SecretRef(secret_id=gh.id)}
+    tools_instance = await make(
+        kinds.MCP_INSTANCES,
+        McpInstanceCreate(server_id=tools_server.id, name="Tool Box", env=env, args=tools["args"]),
+    )
+    remote_server = await make(
+        kinds.MCP_SERVERS,
+        McpServerCreate(
+            name="Remote Notes",
+            type="url",
+            endpoint_url="https://notes.example.com/mcp",
+            headers_schema=[SchemaFieldIn(name=n, type="string") for n in remote["headers"]],
+        ),
+    )
+    remote_instance = await make(
+        kinds.MCP_INSTANCES,
+        McpInstanceCreate(
+            server_id=remote_server.id,
+            name="Remote Notes",
+            endpoint_url=remote["endpoint_url"],
+            headers=remote["headers"],
+            context_secret=SecretStr(SETUP["signing"]),
+        ),
+    )
+    skill = await make(
+        kinds.SKILLS, SkillCreate(source_type="inline", content=SOURCE["skills"][0]["content"])
+    )
+    bot = SOURCE["agents"][0]
+    agent = await make(
+        kinds.AGENTS,
+        AgentCreate(
+            name=bot["name"],
+            model=bot["model"],
+            instructions=bot["instructions"],
+            mcp_instance_ids=[tools_instance.id, remote_instance.id],
+            skill_ids=[skill.id],
+        ),
+    )
+    await make(
+        kinds.CHANNELS, ChannelCreate(type="telegram", name="chat", agent_id=agent.id, bot_token=SETUP["bot"])
+    )
+    daily = SOURCE["automations"][0]
+    trigger = await make(
+        kinds.TRIGGERS,
+        TriggerCreate(
+            name="to-export:daily", type="cron", agent_id=agent.id, schedule=daily["schedule"], message="Go"
+        ),
+    )
+    await client.update(
+        ws, kinds.TRIGGERS, trigger.id, TriggerUpdate(enabled=False), revision=trigger.revision
+    )
+    cap = SOURCE["policies"][0]
+    await make(kinds.POLICIES, PolicyCreate(type=cap["type"], agent_id=agent.id, config=cap["config"]))
+
+
 async def exported(client: PlatformClient, ws: str) -> str:
-    await install(client, ws, parse(SOURCE), SETUP)
+    await seed_workspace(client, ws)
     return await export_workspace(client, ws, "exported", "1.0.0")
 
 
@@ -172,9 +269,12 @@ async def test_export_then_install_in_a_fresh_workspace(client: PlatformClient, 
         f.key: next((v for suffix, v in samples.items() if f.key.endswith(suffix)), "x" * 40)
         for f in parsed.bundle.setup
     }
+    # The export requires its agents' model (substitute, seed 004): the installer names one.
+    models = {"model:gpt-5": "gpt-5"}
     preview = analyze_offline(parsed, values)
-    assert not preview.blocking, [i.to_json() for i in preview.issues]
-    result, _ = await install(client, ws + "-copy", parsed, values)
+    blockers = [i.to_json() for i in preview.issues if i.blocking]
+    assert all(i["code"] == "substitution_required" for i in blockers), blockers
+    result, _ = await install(client, ws + "-copy", parsed, values, options=Options(substitutions=models))
     assert sorted(e.split(":")[0] for e in result.created) == sorted(
         ["mcp", "mcp", "skill", "agent", "channel", "automation", "policy"]
     )
