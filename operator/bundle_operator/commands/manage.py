@@ -18,6 +18,7 @@ from bundle_operator.commands.connection import (
     state_path,
     state_saver,
 )
+from bundle_operator.commands.gitops import export_resources, render_resources
 from bundle_operator.commands.install import run_command
 from bundle_operator.engine.drift import drift
 from bundle_operator.engine.export import ExportRefused, export_with_report
@@ -57,6 +58,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--name", help="the exported bundle's name (default: the workspace)")
     parser.add_argument("--version", default="0.0.0", help="the exported bundle's version (default 0.0.0)")
     parser.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output")
+    parser.add_argument(
+        "--as-resource",
+        action="store_true",
+        help="write a Bundle (spec.source.inline) and a BundleInstallation whose setup names a Secret "
+        "by secretKeyRef for every secret field (names and keys only), ready to commit to Git",
+    )
+    parser.add_argument(
+        "--namespace", metavar="NS", help="with --as-resource: the resources' namespace (default: none set)"
+    )
     add_platform_flags(parser)
     parser.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml")
     parser.set_defaults(func=_export)
@@ -121,6 +131,8 @@ def _uninstall(args: argparse.Namespace) -> int:
 async def _export_body(args: argparse.Namespace) -> int:
     if not args.workspace:
         raise UsageError("--workspace is required")
+    if args.namespace and not args.as_resource:
+        raise UsageError("--namespace applies only with --as-resource")
     async with client_for(args) as client:
         try:
             exported = await export_with_report(
@@ -133,8 +145,14 @@ async def _export_body(args: argparse.Namespace) -> int:
     for line in report.lines():
         print(f"bundlectl export: {line}", file=sys.stderr)
     text = exported.text
+    resources = (
+        export_resources(exported.document, args.workspace, args.namespace) if args.as_resource else None
+    )
+    if resources is not None and args.output != "json":
+        text = render_resources(resources)
     if args.output == "json":
-        data = {"document": exported.document, "report": report.to_json()}
+        body: object = exported.document if resources is None else resources
+        data = {"resources" if resources is not None else "document": body, "report": report.to_json()}
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     if args.out:
         await asyncio.to_thread(Path(args.out).write_text, text)
