@@ -20,6 +20,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from bundle_operator.platform.catalog import ModelInfo
 from bundle_operator.platform.errors import NotFound, PlatformError, Unavailable, error_for_status
 from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import (
@@ -305,6 +306,12 @@ class PlatformClient:
             return await self._call("GET", path, IdempotencyRecord, safe=True)
         except NotFound:
             return None
+
+    # --- what the platform offers ---------------------------------------------------------
+
+    async def list_models(self, workspace: str) -> list[ModelInfo]:
+        """The models an agent may name (the tools it can use are the workspace's MCP instances)."""
+        return await self._all(f"{self._ws(workspace)}/models", ModelInfo)
 
     # --- gateway bundles --------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from bundle_operator.platform import kinds, models
+from bundle_operator.platform import catalog, kinds, models
 from bundle_operator.platform.client import page_of
 from bundle_operator.platform.reference.http import MAX_LIMIT, WORKSPACE_PATTERN
 
@@ -55,6 +55,11 @@ Conventions:
   key is issued) and by `POST .../api-key`, which issues a new one.
 - Idempotency keys are remembered for 24 hours; after that the same key creates anew.
 - With a token configured, every route but `/healthz` needs `Authorization: Bearer <token>`.
+- What exists for an agent to use: `GET /v1/workspaces/{workspace}/models` lists the models an
+  agent's `model` may name (`default` is the model an agent runs on without one of its own); the
+  tools an agent can use are the workspace's MCP instances (`GET .../mcp-instances?name=`), each
+  serving the tools its server spec's `catalog` declares. The reference platform lists a fixed
+  set of models and does not refuse an agent that names another.
 
 Platform rules the reference platform enforces: MCP server specs are checked per type, command
 runtimes are limited to npx, uvx, uv, python, python3, node, bunx and deno, and an env or header
@@ -285,6 +290,15 @@ def operations() -> list[Op]:
             "Find the entity a create with this Idempotency-Key made",
             "idempotency",
             response=m.IdempotencyRecord,
+        ),
+        Op(
+            "get",
+            f"{WS}/models",
+            "list_models",
+            "List the models an agent may name",
+            "catalog",
+            response=page_of(catalog.ModelInfo),
+            params=PAGING,
         ),
         Op(
             "post",

@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import SecretStr
 
+from bundle_operator.platform.catalog import ModelInfo
 from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import (
     ApiModel,
@@ -85,6 +86,11 @@ class PlatformAPI(Protocol):
 
     async def find_by_idempotency_key(self, workspace: str, key: str) -> IdempotencyRecord | None:
         """What a create sent with ``key`` made in the workspace; None when no such create was recorded."""
+        ...
+
+    async def list_models(self, workspace: str) -> list[ModelInfo]:
+        """The models an agent may name. The tools an agent can use are the workspace's MCP
+        instances: ``list_all(workspace, kinds.MCP_INSTANCES, filters={"name": ...})``."""
         ...
 
     async def rename_gateway_bundle(

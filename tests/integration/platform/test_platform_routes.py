@@ -48,6 +48,7 @@ CLIENT_METHODS: dict[str, str] = {
     "health": "health",
     "issue_endpoint_api_key": "issue_endpoint_key",
     "find_by_idempotency_key": "find_by_idempotency_key",
+    "list_models": "list_models",
     "rename_gateway_bundle": "rename_gateway_bundle",
     "list_gateway_members": "list_members",
     "order_gateway_members": "order_members",

@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bundle_operator.platform.reference import catalog_routes
 from bundle_operator.platform.reference.entity_routes import BASE, idempotency_key_text
 from bundle_operator.platform.reference.http import context, json_response, workspace
 from bundle_operator.platform.reference.problems import not_found
@@ -33,6 +34,8 @@ async def find_by_key(request: web.Request) -> web.Response:
 
 
 def register(app: web.Application) -> None:
-    """Add the idempotency key lookup route."""
+    """Add the workspace-level lookups: a create by its idempotency key, and the model catalog."""
     # A key may hold '/', which some clients send unescaped, and a bad one must reach the check.
     app.router.add_get(f"{BASE}/idempotency-keys/{{key:[\\s\\S]+}}", find_by_key)
+    # Registered from here so the application module (app.py) need not change.
+    catalog_routes.register(app)
