@@ -22,13 +22,15 @@ from bundle_operator.commands.connection import (
     state_saver,
     substitutions,
 )
-from bundle_operator.commands.output import add_output_flag, emit_preview
+from bundle_operator.commands.output import InstallOutcome, add_output_flag, emit_preview
 from bundle_operator.commands.setup_input import SetupInputError, add_setup_flags, read_setup
 from bundle_operator.commands.source_input import SourceInputError, read_source
 from bundle_operator.document import ParsedBundle, parse_bundle_text
-from bundle_operator.document.issues import Code, blocking
+from bundle_operator.document.gateway_rules import GATEWAY_ENTITY
+from bundle_operator.document.issues import Code, Issue, blocking
+from bundle_operator.document.keys import keyed_entities
 from bundle_operator.engine.analyze import analyze_offline
-from bundle_operator.engine.apply import Blocked, InstallFailed, Options, apply, plan
+from bundle_operator.engine.apply import BUNDLE_INVALID, Blocked, InstallFailed, Options, apply, plan
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.merge import OnConflict
 from bundle_operator.engine.preview import Preview
@@ -108,25 +110,67 @@ async def _install_body(args: argparse.Namespace) -> int:
         try:
             result = await apply(client, args.workspace, parsed, supplied, record, state_saver(path), options)
         except Blocked as exc:
-            emit_preview(exc.preview, args.output)
+            emit_preview(exc.preview, args.output, outcome=InstallOutcome(BUNDLE_INVALID))
             return EXIT_FAILED
         except InstallFailed as exc:
-            cause = exc.cause
-            detail = str(cause) if isinstance(cause, PlatformError) else type(cause).__name__
-            left = (
-                f"; rollback could not delete {', '.join(exc.rollback_failures)}"
-                if exc.rollback_failures
-                else ""
-            )
-            issue = blocking(Code.INSTALL_FAILED, f"the install failed and was rolled back: {detail}{left}")
             failed = await plan(client, args.workspace, parsed, supplied, record, options)
+            issue = _failure_issue(exc, parsed)
             emit_preview(
                 Preview(failed.preview.bundle, failed.preview.entities, [*failed.preview.issues, issue]),
                 args.output,
+                outcome=InstallOutcome(exc.code, _failure_json(exc)),
             )
             return EXIT_FAILED
     emit_preview(result.preview, args.output)
     return EXIT_OK
+
+
+def _failure_json(exc: InstallFailed) -> dict[str, object]:
+    """The ``failure`` of install's JSON: what failed, the platform's problem, what was undone."""
+    cause = exc.cause
+    problem: dict[str, object] | None = None
+    if isinstance(cause, PlatformError):
+        problem = {
+            "status": cause.status,
+            "code": cause.code,
+            "detail": cause.detail,
+            "errors": [{"field": e.field, "message": e.message} for e in cause.errors],
+            "holders": list(cause.holders),
+        }
+    return {
+        "entity": exc.entity,
+        "fields": exc.fields,
+        "detail": cause.detail if isinstance(cause, PlatformError) else exc.detail,
+        "problem": problem,
+        "rolled_back": list(exc.rolled_back),
+        "rollback_failures": list(exc.rollback_failures),
+    }
+
+
+def _failure_issue(exc: InstallFailed, parsed: ParsedBundle) -> Issue:
+    """The blocking issue that says, in the preview, which entity and fields failed and why."""
+    pointer = None
+    if exc.entity is not None and parsed.bundle is not None:
+        if exc.entity == GATEWAY_ENTITY:
+            pointer = "/gateway"
+        for item in keyed_entities(parsed.bundle):
+            if item.entity == exc.entity:
+                pointer = item.pointer.removesuffix("/key")
+    detail = exc.detail
+    where = f"{exc.entity}: " if exc.entity else ""
+    fields = f" (fields: {', '.join(exc.fields)})" if exc.fields else ""
+    if exc.code == BUNDLE_INVALID:
+        code, what = Code.INSTALL_REFUSED, "the platform refused it as invalid"
+    else:
+        code, what = Code.INSTALL_FAILED, "the install step failed"
+    undone = (
+        f"rolled back {len(exc.rolled_back)} entities this run created"
+        if exc.rolled_back
+        else "this run had created nothing to roll back"
+    )
+    left = f"; could not delete {', '.join(exc.rollback_failures)}" if exc.rollback_failures else ""
+    issue = blocking(code, f"{where}{what}{fields}: {detail}; {undone}{left}", pointer, exc.entity)
+    return issue.with_line(parsed.source_map.line_of(pointer)) if pointer else issue
 
 
 def _install(args: argparse.Namespace) -> int:

@@ -18,9 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bundle_operator.document.issues import Code, Issue, blocking, warning
+from pydantic import ValidationError
+
+from bundle_operator.document.gateway_rules import GATEWAY_ENTITY
+from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
+from bundle_operator.document.models import Bundle
 from bundle_operator.document.parse import ParsedBundle
-from bundle_operator.engine.analyze import analyze_with_values
+from bundle_operator.engine.analyze import analyze_with_values, requirement_key
 from bundle_operator.engine.desired import LEVELS, Desired, Inputs, desired_level
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.merge import MergeResult, OnConflict, merge
@@ -33,10 +37,10 @@ from bundle_operator.engine.record import (
     deletion_order,
     secret_hash,
 )
-from bundle_operator.engine.snapshot import Snapshot, project, read_snapshot
+from bundle_operator.engine.snapshot import Snapshot, binding_changes, project, read_snapshot
 from bundle_operator.engine.writer import Persist, Writer
 from bundle_operator.platform import kinds
-from bundle_operator.platform.errors import PlatformError
+from bundle_operator.platform.errors import NotFound, PlatformError
 from bundle_operator.platform.protocol import PlatformAPI
 
 log = logging.getLogger(__name__)
@@ -63,6 +67,7 @@ class Planned:
     merge: MergeResult | None = None
     replaces: bool = False  # a CREATE that replaces a live entity the platform cannot change in place
     blocked: str | None = None  # why this entity cannot be brought to the bundle at all
+    rebound: list[str] = field(default_factory=list)  # binding paths changed on the platform
 
 
 # Fields the platform cannot change in place: a change replaces the entity, if nobody edited it.
@@ -100,6 +105,8 @@ class Plan:
     fingerprint: str
     drift: dict[str, list[str]] = field(default_factory=dict)
     skipped: set[str] = field(default_factory=set)
+    aliases: dict[str, str] = field(default_factory=dict)  # see Requirements
+    bound: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -125,13 +132,72 @@ class Blocked(Exception):
         self.preview = preview
 
 
-class InstallFailed(Exception):
-    """A platform write failed and the run was rolled back; ``cause`` is the original error."""
+BUNDLE_INVALID = "bundle_invalid"
+BUNDLE_INSTALL_FAILED = "bundle_install_failed"
 
-    def __init__(self, cause: BaseException, rollback_failures: list[str]) -> None:
-        super().__init__(str(cause))
+
+class InstallFailed(Exception):
+    """A platform write failed and the run was rolled back; ``cause`` is the original error.
+
+    ``entity`` is the bundle entity (``kind:key``) whose write failed, when one did;
+    ``rolled_back`` what the rollback deleted (``kind:key (collection/id)``, newest first) and
+    ``rollback_failures`` what it could not delete (``collection/id``, kept as leftovers that the
+    next run deletes). ``code`` tells an invalid bundle or setup value (the platform refused an
+    entity by its rules, 422) from a step that failed for another reason.
+    """
+
+    def __init__(
+        self,
+        cause: BaseException,
+        rollback_failures: list[str],
+        entity: str | None = None,
+        rolled_back: list[str] | None = None,
+    ) -> None:
         self.cause = cause
         self.rollback_failures = rollback_failures
+        self.entity = entity
+        self.rolled_back = rolled_back or []
+        super().__init__(self.detail)
+
+    @property
+    def code(self) -> str:
+        """``bundle_invalid`` when the platform refused what the bundle asked for (or the request
+        could not even be built from it), else ``bundle_install_failed``."""
+        if isinstance(self.cause, ValidationError):
+            return BUNDLE_INVALID
+        if isinstance(self.cause, PlatformError) and self.cause.status == 422:
+            return BUNDLE_INVALID
+        return BUNDLE_INSTALL_FAILED
+
+    @property
+    def fields(self) -> list[str]:
+        """The platform's names of the fields it refused (from the problem's ``errors``)."""
+        if isinstance(self.cause, PlatformError):
+            return [e.field for e in self.cause.errors]
+        if isinstance(self.cause, ValidationError):
+            return list(dict.fromkeys(_loc(e["loc"]) for e in self.cause.errors()))
+        return [str(f) for f in getattr(self.cause, "fields", [])]
+
+    @property
+    def detail(self) -> str:
+        """What went wrong, never quoting a value: the platform's problem detail, or for a request
+        the API models refused before it was sent, each field with the rule it broke."""
+        cause = self.cause
+        if isinstance(cause, PlatformError):
+            return str(cause)
+        if isinstance(cause, ValidationError):
+            # str(ValidationError) repeats the input, which may be a secret: only the rules.
+            rules = dict.fromkeys(f"{_loc(e['loc'])}: {e['msg']}" for e in cause.errors())
+            return f"the platform's API does not take this value ({'; '.join(rules)})"
+        return type(cause).__name__
+
+
+_UNION_TAGS = frozenset({"str", "constrained-str", "int", "float", "bool", "SecretRef"})
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    # Union members show up in a location as their type names ("constrained-str"): not fields.
+    return ".".join(str(part) for part in loc if part not in _UNION_TAGS)
 
 
 def fingerprint(record: Record, digest: str, setup: Mapping[str, str], options: Options) -> str:
@@ -158,7 +224,11 @@ def _decide(desired: Desired, record: Record, snapshot: Snapshot, options: Optio
         )
         return Planned(desired, "CREATE", reason, recorded)
     hashes = {site: secret_hash(record, v) for site, v in desired.secrets.items()}
-    if desired.spec == recorded.spec and hashes == recorded.secrets:
+    # A trigger whose name or agent changed on the platform is not the one this install bound:
+    # reusing it as it is would leave it running someone else's agent. Its binding is an update
+    # the bundle must win or a conflict for the user to settle, never a local edit that survives.
+    rebound = binding_changes(desired.kind, recorded.spec, live)
+    if desired.spec == recorded.spec and hashes == recorded.secrets and not rebound:
         return Planned(desired, "REUSE", None, recorded, live)
     immutable = [p for p in IMMUTABLE.get(desired.kind, ()) if _at(recorded.spec, p) != _at(desired.spec, p)]
     if immutable:
@@ -168,8 +238,12 @@ def _decide(desired: Desired, record: Record, snapshot: Snapshot, options: Optio
             return Planned(desired, "CREATE", reason, recorded, live, replaces=True)
         blocked = f"{fields} cannot change in place, and the entity was edited since it was installed"
         return Planned(desired, "UPDATE", None, recorded, live, blocked=blocked)
-    result = merge(recorded.spec, desired.spec, live, options.on_conflict)
-    return Planned(desired, "UPDATE", None, recorded, live, result)
+    base = recorded.spec
+    if rebound:
+        # Without a base for the binding fields, a changed binding meets the bundle's as a conflict.
+        base = {k: v for k, v in recorded.spec.items() if f"/{k}" not in rebound}
+    result = merge(base, desired.spec, live, options.on_conflict)
+    return Planned(desired, "UPDATE", None, recorded, live, result, rebound=rebound)
 
 
 async def plan(
@@ -183,32 +257,40 @@ async def plan(
 ) -> Plan:
     """Analyze with the platform: what an install would do. Writes nothing."""
     options = options or Options()
-    offline, values = analyze_with_values(parsed, setup)
+    offline, values = analyze_with_values(parsed, setup, options.substitutions)
     bundle = parsed.bundle
     empty = Snapshot()
     if bundle is None or offline.bundle is None:
         return Plan(offline, [], [], None, empty, "")
     # Requirements are checked against the platform below; the offline note does not apply.
     issues = [i for i in offline.issues if i.code != Code.REQUIREMENT_NOT_CHECKED]
-    requirement_issues, stripped = await _requirements(platform, workspace, parsed, options)
-    issues += requirement_issues
     skipped = {f"{p.kind}:{p.key}" for p in offline.entities if p.action == "SKIPPED"}
     reasons = {f"{p.kind}:{p.key}": p.reason for p in offline.entities if p.action == "SKIPPED"}
+    checked = await _requirements(platform, workspace, parsed, options, skipped)
+    issues += checked.issues
+    if checked.replaced:
+        # An MCP a tool substitution replaces is not installed; what used it uses the substitute.
+        bundle = bundle.model_copy(
+            update={"mcps": [m for m in bundle.mcps if f"mcp:{m.key}" not in checked.replaced]}
+        )
+        skipped -= set(checked.replaced)
+        reasons.update(checked.replaced)
     inputs = Inputs(
         bundle=bundle,
         setup=values,
         secret_fields=frozenset(f.key for f in bundle.setup if f.type == "secret"),
         activate=options.activate,
         substitutions=dict(options.substitutions),
-        stripped=frozenset(stripped),
+        stripped=frozenset(checked.stripped),
     )
     if snapshot is None:
         snapshot = await read_snapshot(platform, workspace, record) if record.entities else empty
     fp = fingerprint(record, offline.bundle.digest, values, options)
-    ids: dict[str, str] = {}
+    ids: dict[str, str] = dict(checked.bound)
     items: list[Planned] = []
     drift: dict[str, list[str]] = {}
     for level in LEVELS:
+        _alias(ids, checked.aliases)
         for desired in desired_level(level, inputs, ids, skipped):
             decided = _decide(desired, record, snapshot, options)
             items.append(decided)
@@ -219,7 +301,9 @@ async def plan(
                 if paths:
                     drift[desired.entity] = paths
             if decided.merge is not None and decided.merge.conflicts:
-                issues += _conflict_issues(desired.entity, decided.merge.conflicts, options.on_conflict)
+                plain = [c for c in decided.merge.conflicts if c not in decided.rebound]
+                issues += _conflict_issues(desired.entity, plain, options.on_conflict)
+                issues += _binding_issues(desired.entity, decided.rebound, options.on_conflict)
             if decided.blocked is not None:
                 issues.append(
                     blocking(
@@ -271,7 +355,16 @@ async def plan(
     ]
     plans.sort(key=lambda p: LEVELS.index(p.kind))
     preview = Preview(offline.bundle, plans, issues)
-    return Plan(preview, items, removals, inputs, snapshot, fp, drift, skipped)
+    return Plan(
+        preview, items, removals, inputs, snapshot, fp, drift, skipped, checked.aliases, checked.bound
+    )
+
+
+def _alias(ids: dict[str, str], aliases: Mapping[str, str]) -> None:
+    """Let each MCP key a tool substitution points elsewhere resolve to its substitute's id."""
+    for entity, target in aliases.items():
+        if target in ids:
+            ids[entity] = ids[target]
 
 
 def _conflict_issues(entity: str, conflicts: list[str], mode: OnConflict) -> list[Issue]:
@@ -293,59 +386,205 @@ def _conflict_issues(entity: str, conflicts: list[str], mode: OnConflict) -> lis
     ]
 
 
-async def _requirements(
-    platform: PlatformAPI, workspace: str, parsed: ParsedBundle, options: Options
-) -> tuple[list[Issue], set[str]]:
-    bundle = parsed.bundle
-    assert bundle is not None
+@dataclass
+class Requirements:
+    """What checking the requirements against the platform decided."""
+
+    issues: list[Issue] = field(default_factory=list)
+    stripped: set[str] = field(default_factory=set)  # "kind:ref" dropped by a strip policy
+    # Tool substitutions that take effect: an MCP key of the bundle stands for another MCP, either
+    # one of the bundle's own (aliases, key -> key) or an MCP instance on the platform (bound, id).
+    aliases: dict[str, str] = field(default_factory=dict)
+    bound: dict[str, str] = field(default_factory=dict)
+    replaced: dict[str, str] = field(default_factory=dict)  # "mcp:key" -> why it is not installed
+
+
+class _Catalog:
+    """What the platform offers, read once per plan and only when a requirement asks."""
+
+    def __init__(self, platform: PlatformAPI, workspace: str) -> None:
+        self.platform = platform
+        self.workspace = workspace
+        self._models: set[str] | None = None
+        self._models_read = False
+
+    async def models(self) -> set[str] | None:
+        """The model ids the platform lists; None when it has no model catalog."""
+        if not self._models_read:
+            self._models_read = True
+            try:
+                self._models = {m.id for m in await self.platform.list_models(self.workspace)}
+            except NotFound:
+                self._models = None
+        return self._models
+
+    async def instances(self, name_or_id: str) -> list[str]:
+        """The ids of the MCP instances with this id or name (an agent can use only instances)."""
+        if name_or_id.startswith(f"{kinds.MCP_INSTANCES.prefix}_"):
+            try:
+                return [(await self.platform.get(self.workspace, kinds.MCP_INSTANCES, name_or_id)).id]
+            except NotFound:
+                return []
+        found = await self.platform.list_all(
+            self.workspace, kinds.MCP_INSTANCES, filters={"name": name_or_id}
+        )
+        return [item.id for item in found]
+
+
+def _binding_issues(entity: str, paths: list[str], mode: OnConflict) -> list[Issue]:
+    what = {"/name": "no longer carries the name this install gave it", "/agent_id": "now runs another agent"}
     issues: list[Issue] = []
-    stripped: set[str] = set()
-    server_names: set[str] | None = None
-    for index, requirement in enumerate(bundle.requires):
-        ref = f"{requirement.kind}:{requirement.ref}"
-        pointer = f"/requires/{index}"
-        if ref in options.substitutions:
-            continue
-        if requirement.policy == "substitute":
+    for path in paths:
+        found = f"{entity}: the trigger {what.get(path, 'changed what binds it to this install')} ({path})"
+        if mode is OnConflict.FAIL:
             issues.append(
                 blocking(
-                    Code.SUBSTITUTION_REQUIRED,
-                    f"requirement {ref} must be substituted: give a substitution for '{ref}'",
-                    pointer,
+                    Code.UPDATE_CONFLICT,
+                    f"{found}; it is not reused as it is: set onConflict to TakeTheirs to bind it back "
+                    "to the bundle, or KeepMine to leave it as edited",
+                    path,
+                    entity,
                 )
             )
-            continue
-        present: bool | None = None
-        if requirement.kind == "tool":
-            if any(m.key == requirement.ref for m in bundle.mcps):
-                present = True
+        elif mode is OnConflict.KEEP_MINE:
+            issues.append(
+                warning(Code.UPDATE_CONFLICT, f"{found}; it is left as edited (KeepMine)", path, entity)
+            )
+        else:
+            issues.append(
+                warning(Code.UPDATE_CONFLICT, f"{found}; it is bound back (TakeTheirs)", path, entity)
+            )
+    return issues
+
+
+async def _requirements(
+    platform: PlatformAPI, workspace: str, parsed: ParsedBundle, options: Options, skipped: set[str]
+) -> Requirements:
+    """Check each requirement the offline analysis could not: does the platform have it?
+
+    ``substitute`` requirements without a mapping were blocked offline already. A model is
+    present when the platform's model catalog lists it; a tool when the bundle installs an MCP
+    with that key or, for a tool the bundle does not bring, when the workspace has an MCP
+    instance of that name; knowledge sources do not exist in this platform API, so the platform
+    lacks every one. A mapped model must be in the catalog; a mapped tool is wired in where the
+    bundle uses it, or refused.
+    """
+    bundle = parsed.bundle
+    assert bundle is not None
+    out = Requirements()
+    catalog = _Catalog(platform, workspace)
+    own_mcps = {m.key for m in bundle.mcps if f"mcp:{m.key}" not in skipped}
+    for index, requirement in enumerate(bundle.requires):
+        ref = requirement_key(requirement)
+        pointer = f"/requires/{index}"
+        mapped = options.substitutions.get(ref)
+        if mapped is None and requirement.policy == "substitute":
+            continue  # blocked offline
+        if requirement.kind == "model":
+            models = await catalog.models()
+            if models is None:
+                out.issues.append(
+                    warning(
+                        Code.REQUIREMENT_NOT_VERIFIED,
+                        f"requirement {shown(ref)} cannot be checked: the platform lists no models; "
+                        "it is assumed present",
+                        pointer,
+                    )
+                )
+                continue
+            if mapped is not None:
+                if mapped not in models:
+                    out.issues.append(
+                        blocking(
+                            Code.SUBSTITUTION_INVALID,
+                            f"the substitution for {shown(ref)} names model '{shown(mapped)}', which the "
+                            "platform does not offer (GET .../models lists those it does)",
+                            pointer,
+                        )
+                    )
+                continue
+            present = requirement.ref in models
+        elif requirement.kind == "tool":
+            if mapped is not None:
+                issue = await _substitute_tool(requirement.ref, mapped, own_mcps, skipped, catalog, out)
+                if issue is not None:
+                    message = f"the substitution for {shown(ref)} {issue}"
+                    out.issues.append(blocking(Code.SUBSTITUTION_INVALID, message, pointer))
+                continue
+            if requirement.ref in {m.key for m in bundle.mcps}:
+                present = requirement.ref in own_mcps  # the bundle's own MCP, or nothing: never by name
             else:
-                if server_names is None:
-                    servers = await platform.list_all(workspace, kinds.MCP_SERVERS)
-                    server_names = {s.name for s in servers}
-                present = requirement.ref in server_names
-        if present is None:
-            issues.append(
-                warning(
-                    Code.REQUIREMENT_NOT_VERIFIED,
-                    f"requirement {ref} cannot be checked against this platform; it is assumed present",
+                present = bool(await catalog.instances(requirement.ref))
+        else:
+            if mapped is not None:
+                continue  # only the mapping's shape can be checked, and analyze did
+            present = False
+        if present:
+            continue
+        if requirement.policy == "block":
+            out.issues.append(
+                blocking(
+                    Code.REQUIREMENT_MISSING,
+                    f"requirement {shown(ref)} is missing on the platform and its policy is block; "
+                    f"substitute it (--substitute {shown(ref)}=VALUE) or install where it exists",
                     pointer,
                 )
             )
-        elif not present and requirement.policy == "block":
-            issues.append(
-                blocking(Code.REQUIREMENT_MISSING, f"requirement {ref} is missing on the platform", pointer)
-            )
-        elif not present:
-            stripped.add(ref)
-            issues.append(
+        else:
+            out.stripped.add(ref)
+            users = _users(bundle, requirement.kind, requirement.ref)
+            dropped = f"dropped from {', '.join(users)}" if users else "nothing in the bundle refers to it"
+            if requirement.kind == "model" and users:
+                dropped += ", which run on the platform's default model"
+            out.issues.append(
                 warning(
                     Code.REQUIREMENT_STRIPPED,
-                    f"requirement {ref} is missing; references to it are dropped",
+                    f"requirement {shown(ref)} is missing on the platform; it is {dropped}",
                     pointer,
                 )
             )
-    return [i.with_line(parsed.source_map.line_of(i.path)) for i in issues], stripped
+    out.issues = [i.with_line(parsed.source_map.line_of(i.path)) for i in out.issues]
+    return out
+
+
+def _users(bundle: Bundle, kind: str, ref: str) -> list[str]:
+    """The entities that refer to a requirement (a model by name, a tool by MCP key)."""
+    if kind == "model":
+        return [f"agent:{a.key}" for a in bundle.agents if a.model == ref]
+    if kind == "tool":
+        users = [f"agent:{a.key}" for a in bundle.agents if ref in a.mcps]
+        if bundle.gateway is not None and ref in bundle.gateway.members:
+            users.append(GATEWAY_ENTITY)
+        return users
+    return []
+
+
+async def _substitute_tool(
+    ref: str, mapped: str, own_mcps: set[str], skipped: set[str], catalog: _Catalog, out: Requirements
+) -> str | None:
+    """Make ``tool:ref=mapped`` take effect, or say why it cannot (the rest of the message)."""
+    if mapped == ref and ref in own_mcps:
+        return None
+    if mapped in own_mcps:
+        target = f"the bundle's MCP '{shown(mapped)}'"
+        out.aliases[f"mcp:{ref}"] = f"mcp:{mapped}"
+    else:
+        found = await catalog.instances(mapped)
+        if not found:
+            return (
+                f"names '{shown(mapped)}', which is neither an MCP of the bundle nor an MCP instance "
+                "(by name or id) in the workspace"
+            )
+        if len(found) > 1:
+            return (
+                f"names '{shown(mapped)}', which several MCP instances in the workspace are called; "
+                "give the id of the one to use"
+            )
+        target = f"the workspace's MCP instance {found[0]}"
+        out.bound[f"mcp:{ref}"] = found[0]
+    if f"mcp:{ref}" in skipped or ref in own_mcps:
+        out.replaced[f"mcp:{ref}"] = f"replaced by {target} (substitution tool:{shown(ref)})"
+    return None
 
 
 async def apply(
@@ -396,16 +635,18 @@ async def apply(
     result = ApplyResult(first.preview)
     result.calls = first.snapshot.calls
     await delete_leftovers(writer)
-    ids: dict[str, str] = {}
+    ids: dict[str, str] = dict(first.bound)
     before = list(record.entities)
     entities: dict[str, RecordedEntity] = {r.entity: r for r in record.entities}
     superseded: list[Planned] = []
     updates: list[Planned] = []
     undo: list[tuple[dict[str, Any], RecordedEntity, dict[str, Any]]] = []
+    failing: str | None = None  # the bundle entity whose write failed
     try:
         # Creates first, level by level: until every create has worked, nothing that already
         # existed has been touched, so a rollback only has to delete.
         for level in LEVELS:
+            _alias(ids, first.aliases)
             decided = [
                 _decide(d, record, first.snapshot, options)
                 for d in desired_level(level, first.inputs, ids, first.skipped)
@@ -414,9 +655,10 @@ async def apply(
             outcomes = await asyncio.gather(
                 *(writer.create_entity(i.desired) for i in creates), return_exceptions=True
             )
-            failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
-            if failure is not None:
-                raise failure
+            failed = _first_failure(creates, outcomes)
+            if failed is not None:
+                failing = failed[0].desired.entity
+                raise failed[1]
             for item, outcome in zip(creates, outcomes, strict=True):
                 assert isinstance(outcome, RecordedEntity)
                 entities[item.desired.entity] = outcome
@@ -441,9 +683,10 @@ async def apply(
                     assert item.recorded is not None and item.live is not None and item.merge is not None
                     undo.append((item.live, outcome, item.merge.merged))
                     entities[item.desired.entity] = outcome
-            failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
-            if failure is not None:
-                raise failure
+            failed = _first_failure(batch, outcomes)
+            if failed is not None:
+                failing = failed[0].desired.entity
+                raise failed[1]
         for item in updates:
             result.updated.append(item.desired.entity)
             if item.merge is not None and item.merge.conflicts:
@@ -452,10 +695,11 @@ async def apply(
         for live, written, merged in reversed(undo):
             await _restore(writer, live, written, merged)
         record.entities = before
-        failures = await roll_back_journal(writer)
+        rolled_back: list[str] = []
+        failures = await roll_back_journal(writer, rolled_back)
         result.calls += writer.calls
         if isinstance(exc, Exception):
-            raise InstallFailed(exc, failures) from exc
+            raise InstallFailed(exc, failures, getattr(exc, "entity", None) or failing, rolled_back) from exc
         raise
     # Removals last. An entity whose delete fails (in use by something kept, or the platform
     # refuses) stays recorded and owned, and the next run tries again.
@@ -502,6 +746,14 @@ async def apply(
         first.preview.issues,
     )
     return result
+
+
+def _first_failure(items: list[Planned], outcomes: list[Any]) -> tuple[Planned, BaseException] | None:
+    """The first item of a concurrent batch whose write raised, with what it raised."""
+    for item, outcome in zip(items, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            return item, outcome
+    return None
 
 
 async def _update(writer: Writer, item: Planned) -> RecordedEntity:
@@ -566,9 +818,12 @@ def writer_for(
     return writer
 
 
-async def roll_back_journal(writer: Writer) -> list[str]:
+async def roll_back_journal(writer: Writer, deleted: list[str] | None = None) -> list[str]:
     """Delete everything the journal says this run created, newest first; replay pending creates
-    first so an entity created behind a lost response is found and deleted too."""
+    first so an entity created behind a lost response is found and deleted too.
+
+    Returns what could not be deleted (``collection/id``); ``deleted``, when given, is extended
+    with what was (``kind:key (collection/id)``)."""
     record = writer.record
     for entry in list(record.journal):
         if entry.state != "pending":
@@ -621,6 +876,8 @@ async def roll_back_journal(writer: Writer) -> list[str]:
             record.leftovers.append(Part(role=entry.role, path=entry.path, id=entry.id))
         else:
             entry.state = "deleted"
+            if deleted is not None:
+                deleted.append(f"{entry.entity} ({entry.path}/{entry.id})")
     record.journal = []
     record.inflight_fingerprint = None
     record.inflight_attempt = None

@@ -6,16 +6,19 @@ from dataclasses import dataclass, field
 
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.record import Record
-from bundle_operator.engine.snapshot import Snapshot, project, read_snapshot
+from bundle_operator.engine.snapshot import Snapshot, binding_changes, project, read_snapshot
 from bundle_operator.platform.protocol import PlatformAPI
 
 
 @dataclass
 class DriftReport:
-    """Per entity (``kind:key``) the paths that changed; ``missing`` lists entities gone from the platform."""
+    """Per entity (``kind:key``) the paths that changed; ``missing`` lists entities gone from the platform;
+    ``rebound`` the triggers that no longer carry their name or run the agent the install bound
+    (their paths are in ``changed`` too): an install does not reuse those as they are."""
 
     changed: dict[str, list[str]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    rebound: dict[str, list[str]] = field(default_factory=dict)
     calls: int = 0
 
     @property
@@ -29,6 +32,7 @@ class DriftReport:
             "drifted": self.drifted,
             "entities": [{"entity": e, "paths": p} for e, p in sorted(self.changed.items())],
             "missing": sorted(self.missing),
+            "rebound": [{"entity": e, "paths": p} for e, p in sorted(self.rebound.items())],
         }
 
 
@@ -43,6 +47,9 @@ def drift_from(record: Record, snapshot: Snapshot) -> DriftReport:
         paths = changed_paths(recorded.spec, live)
         if paths:
             report.changed[recorded.entity] = paths
+        rebound = binding_changes(recorded.kind, recorded.spec, live)
+        if rebound:
+            report.rebound[recorded.entity] = rebound
     return report
 
 

@@ -124,6 +124,16 @@ async def _read_gateway(platform: PlatformAPI, workspace: str, bundle: GatewayBu
     }
 
 
+# What makes a live entity the one an install bound (seed 000): a trigger is the install's only
+# while it carries the name ``{bundle}:{key}`` and runs the agent the install bound it to.
+BINDING: dict[str, tuple[str, ...]] = {"automation": ("name", "agent_id")}
+
+
+def binding_changes(kind: str, spec: dict[str, Any], live: dict[str, Any]) -> list[str]:
+    """The binding fields (as JSON Pointers) where ``live`` no longer matches ``spec``."""
+    return [f"/{name}" for name in BINDING.get(kind, ()) if live.get(name) != spec.get(name)]
+
+
 def project(recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
     """The live state of a recorded entity in spec form, or None when it is gone (or archived)."""
     primary = snapshot.get(PRIMARY_PATH[recorded.kind], recorded.primary_id)

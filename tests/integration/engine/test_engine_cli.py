@@ -142,5 +142,7 @@ def test_install_failure_is_rolled_back_and_reported(
         asyncio.run(clear())
     assert code == 1
     report = json.loads(out)
-    assert [i["code"] for i in report["issues"] if i["severity"] == "blocking"] == ["install_failed"]
+    # The platform refused the policy (422): the bundle is invalid for it, not a failed step.
+    assert [i["code"] for i in report["issues"] if i["severity"] == "blocking"] == ["install_refused"]
+    assert report["code"] == "bundle_invalid" and report["failure"]["entity"].startswith("policy:")
     assert {e["action"] for e in report["entities"]} == {"CREATE"}  # nothing is left to reuse

@@ -1,0 +1,106 @@
+"""Trigger reuse checks its binding (seed 000): a recorded trigger is the install's own only while
+it carries the name ``{bundle}:{key}`` and runs the agent the install bound it to."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from bundle_operator.engine.apply import Blocked, Options, plan
+from bundle_operator.engine.drift import drift
+from bundle_operator.engine.merge import OnConflict
+from bundle_operator.engine.record import Record
+from bundle_operator.platform import kinds
+from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.models import AgentCreate, Trigger, TriggerUpdate
+from tests.integration.engine.harness import install, parse, workspace_state
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+DOC: dict[str, Any] = {
+    "schema_version": "0.1.0",
+    "name": "cron-kit",
+    "version": "1.0.0",
+    "agents": [{"key": "bot", "name": "Cron Bot", "model": "gpt-5"}],
+    "automations": [
+        {"key": "daily", "type": "cron", "agent": "bot", "schedule": "0 8 * * *", "message": "Report"}
+    ],
+}
+
+
+async def installed(client: PlatformClient, ws: str) -> tuple[Record, Trigger, str]:
+    result, record = await install(client, ws, parse(copy.deepcopy(DOC)), {})
+    assert sorted(result.created) == ["agent:bot", "automation:daily"]
+    trigger = (await client.list_all(ws, kinds.TRIGGERS))[0]
+    agent = record.find("agent:bot")
+    assert agent is not None and agent.primary_id == trigger.agent_id
+    return record, trigger, trigger.agent_id
+
+
+async def rebind(client: PlatformClient, ws: str, trigger: Trigger, **changes: Any) -> Trigger:
+    return await client.update(
+        ws, kinds.TRIGGERS, trigger.id, TriggerUpdate(**changes), revision=trigger.revision
+    )
+
+
+async def foreign_agent(client: PlatformClient, ws: str) -> str:
+    body = AgentCreate(name="Cron Bot", model="gpt-5")  # same name as the bundle's: still not ours
+    return (await client.create(ws, kinds.AGENTS, body, idempotency_key=f"foreign-{ws}")).id
+
+
+async def test_a_trigger_moved_to_a_foreign_agent_is_drift_and_blocks_a_silent_reuse(
+    client: PlatformClient, ws: str
+) -> None:
+    record, trigger, _ = await installed(client, ws)
+    foreign = await foreign_agent(client, ws)
+    await rebind(client, ws, trigger, agent_id=foreign)
+    report = await drift(client, ws, record)
+    assert report.changed == {"automation:daily": ["/agent_id"]}
+    assert report.rebound == {"automation:daily": ["/agent_id"]}
+    assert report.to_json()["rebound"] == [{"entity": "automation:daily", "paths": ["/agent_id"]}]
+    planned = await plan(client, ws, parse(DOC), {}, record)
+    conflicts = [i for i in planned.preview.issues if i.blocking]
+    assert [(str(i.code), i.entity, i.path) for i in conflicts] == [
+        ("update_conflict", "automation:daily", "/agent_id")
+    ]
+    assert "another agent" in conflicts[0].message
+    daily = next(e for e in planned.preview.entities if e.entity == "automation:daily")
+    assert daily.action == "UPDATE"
+    before = await workspace_state(client, ws)
+    with pytest.raises(Blocked):
+        await install(client, ws, parse(DOC), {}, record)
+    assert await workspace_state(client, ws) == before
+    assert (await client.get(ws, kinds.TRIGGERS, trigger.id)).agent_id == foreign
+
+
+async def test_take_theirs_binds_the_trigger_back_to_the_bundles_agent(
+    client: PlatformClient, ws: str
+) -> None:
+    record, trigger, ours = await installed(client, ws)
+    await rebind(client, ws, trigger, agent_id=await foreign_agent(client, ws), name="someone-else:job")
+    result, _ = await install(client, ws, parse(DOC), {}, record, Options(on_conflict=OnConflict.TAKE_THEIRS))
+    assert result.updated == ["automation:daily"]
+    live = await client.get(ws, kinds.TRIGGERS, trigger.id)
+    assert (live.name, live.agent_id, live.enabled) == ("cron-kit:daily", ours, False)
+    assert not (await drift(client, ws, record)).drifted
+
+
+async def test_keep_mine_leaves_the_binding_and_says_so(client: PlatformClient, ws: str) -> None:
+    record, trigger, _ = await installed(client, ws)
+    await rebind(client, ws, trigger, name="renamed-by-hand")
+    result, _ = await install(client, ws, parse(DOC), {}, record, Options(on_conflict=OnConflict.KEEP_MINE))
+    warned = [i for i in result.preview.issues if i.code == "update_conflict"]
+    assert [(i.severity, i.path) for i in warned] == [("warning", "/name")]
+    assert "KeepMine" in warned[0].message
+    assert (await client.get(ws, kinds.TRIGGERS, trigger.id)).name == "renamed-by-hand"
+
+
+async def test_an_untouched_trigger_is_still_reused(client: PlatformClient, ws: str) -> None:
+    record, trigger, _ = await installed(client, ws)
+    await rebind(client, ws, trigger, message="Edited by hand")  # not part of the binding
+    again, _ = await install(client, ws, parse(DOC), {}, record)
+    assert "automation:daily" in again.reused and again.updated == []
+    report = await drift(client, ws, record)
+    assert report.changed == {"automation:daily": ["/message"]} and report.rebound == {}
