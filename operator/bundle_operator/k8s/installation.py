@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from bundle_operator.document.issues import Code
 from bundle_operator.document.parse import ParsedBundle
-from bundle_operator.engine.apply import Blocked, InstallFailed, Options, Plan, apply, plan
+from bundle_operator.engine.apply import BUNDLE_INVALID, Blocked, InstallFailed, Options, Plan, apply, plan
 from bundle_operator.engine.correct import correct_drift
 from bundle_operator.engine.drift import DriftReport, drift_from
 from bundle_operator.engine.merge import OnConflict
@@ -529,11 +529,17 @@ class InstallationReconciler:
     ) -> ReconcileResult:
         cause = exc.cause
         detail = str(cause) if isinstance(cause, PlatformError) else type(cause).__name__
+        where = f" at {exc.entity}" if getattr(exc, "entity", None) else ""
+        fields = getattr(exc, "fields", None)
+        if fields:
+            where += f" ({', '.join(fields)})"
         left = f"; could not delete {', '.join(exc.rollback_failures)}" if exc.rollback_failures else ""
-        message = f"the install failed and was rolled back: {detail}{left}"
+        message = f"the install failed{where} and was rolled back: {detail}{left}"
         await self.events.post(body, "Warning", "RolledBack", message)
-        permanent = isinstance(cause, RecordTooLarge) or (
-            isinstance(cause, PlatformError) and not _temporary(cause)
+        permanent = (
+            isinstance(cause, RecordTooLarge)
+            or exc.code == BUNDLE_INVALID
+            or (isinstance(cause, PlatformError) and not _temporary(cause))
         )
         if permanent:
             status.conditions(

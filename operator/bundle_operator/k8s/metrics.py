@@ -136,6 +136,10 @@ _GATEWAY_COLLECTIONS: Final = frozenset(
 _GATEWAY_ACTIONS: Final = frozenset({"rename", "members:order"})
 
 
+# Read-only catalogs of what the workspace offers (no ids below them).
+_CATALOGS = frozenset({"models"})
+
+
 def route_template(path: str) -> str:
     """The platform API route a request path belongs to, with ids as ``{id}`` and the workspace
     as ``{ws}``; ``other`` for a path the API does not have.
@@ -161,6 +165,8 @@ def _workspace_route(rest: list[str]) -> str:
     collection, tail = rest[1], rest[2:]
     if collection == "idempotency-keys":
         return f"{base}/idempotency-keys/{{id}}" if len(tail) == 1 else OTHER_ROUTE
+    if collection in _CATALOGS:
+        return f"{base}/{collection}" if not tail else OTHER_ROUTE
     if collection not in _COLLECTIONS:
         return OTHER_ROUTE
     if not tail:
