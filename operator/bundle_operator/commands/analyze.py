@@ -8,7 +8,13 @@ import sys
 import tempfile
 from typing import Any
 
-from bundle_operator.commands.connection import add_install_flags, add_platform_flags, uses_platform
+from bundle_operator.commands.connection import (
+    UsageError,
+    add_install_flags,
+    add_platform_flags,
+    substitutions,
+    uses_platform,
+)
 from bundle_operator.commands.install import plan_command
 from bundle_operator.commands.output import add_output_flag, emit_preview
 from bundle_operator.commands.setup_input import SetupInputError, add_setup_flags, read_setup
@@ -101,9 +107,10 @@ def _run_url(args: argparse.Namespace) -> int:
 def _run_offline(args: argparse.Namespace, text: bytes) -> int:
     try:
         supplied = read_setup(args.setup, args.setup_file)
-    except SetupInputError as exc:
+        mapped = substitutions(args.substitute)
+    except (SetupInputError, UsageError) as exc:
         print(f"bundlectl analyze: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    preview = analyze_offline(parse_bundle_text(text), supplied)
+    preview = analyze_offline(parse_bundle_text(text), supplied, mapped)
     emit_preview(preview, args.output)
     return EXIT_BLOCKED if preview.blocking else EXIT_OK

@@ -24,6 +24,10 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+# The examples whose requirements need a mapping to analyze clean.
+EXAMPLE_SUBSTITUTIONS = {"github-triage.yaml": ["--substitute", "model:gpt-4.1=gpt-5"]}
+
+
 def write(tmp_path: Path, data: Any, name: str = "bundle.yaml") -> str:
     path = tmp_path / name
     path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
@@ -39,12 +43,26 @@ def test_every_example_analyzes_clean_with_its_example_setup(
     capsys: pytest.CaptureFixture[str], example: Path
 ) -> None:
     setup_file = ROOT / "examples" / "setup" / example.name
-    code, out, _ = run(capsys, "analyze", str(example), "--setup-file", str(setup_file), "-o", "json")
+    mapped = EXAMPLE_SUBSTITUTIONS.get(example.name, [])
+    code, out, _ = run(
+        capsys, "analyze", str(example), "--setup-file", str(setup_file), *mapped, "-o", "json"
+    )
     report = json.loads(out)
     assert code == 0
     assert report["blocking"] is False
     assert [i for i in report["issues"] if i["severity"] == "blocking"] == []
     assert all(e["action"] == "CREATE" for e in report["entities"])
+
+
+def test_a_substitute_requirement_without_a_mapping_blocks_offline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = ROOT / "examples" / "github-triage.yaml"
+    setup_file = ROOT / "examples" / "setup" / "github-triage.yaml"
+    code, out, _ = run(capsys, "analyze", str(example), "--setup-file", str(setup_file), "-o", "json")
+    report = json.loads(out)
+    assert code == 1
+    assert {i["code"] for i in report["issues"] if i["severity"] == "blocking"} == {"substitution_required"}
 
 
 def test_json_contract_shape(capsys: pytest.CaptureFixture[str], tmp_path: Path, doc: dict[str, Any]) -> None:
