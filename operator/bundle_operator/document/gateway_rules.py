@@ -11,14 +11,16 @@ import re
 
 from bundle_operator.document.issues import Code, Issue, blocking
 from bundle_operator.document.models import Bundle, Gateway
+from bundle_operator.document.names import (
+    SEPARATOR,
+    member_name_problem,
+    prompt_name_problem,
+    resource_name_problem,
+    slug_problem,
+)
 from bundle_operator.document.pointer import join_pointer
 
 GATEWAY_ENTITY = "gateway:gateway"
-SEPARATOR = "__"
-OVERRIDE_NAME = re.compile(r"^[a-zA-Z0-9_-]+\Z")
-PROMPT_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*\Z")
-ARGUMENT_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
-RESOURCE_SEGMENT = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9_.-]*\Z")
 PROMPT_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
 MAX_PROMPTS = 100
@@ -60,16 +62,9 @@ def _members(gateway: Gateway) -> list[Issue]:
         if member in seen:
             issues.append(_issue(Code.GATEWAY_DUPLICATE, f"member '{member}' is listed twice", pointer))
         seen.add(member)
-        if SEPARATOR in member or member.endswith("_"):
-            # 'a_' + '__' + 'x' reads back as member 'a', tool '_x': the split must be unambiguous.
-            issues.append(
-                _issue(
-                    Code.GATEWAY_INVALID_NAME,
-                    f"member '{member}' contains '__' or ends with '_'; '__' separates a member from its "
-                    "tool names",
-                    pointer,
-                )
-            )
+        problem = member_name_problem(member)
+        if problem is not None:
+            issues.append(_issue(Code.GATEWAY_INVALID_NAME, f"member '{member}' {problem}", pointer))
     return issues
 
 
@@ -115,13 +110,10 @@ def _tools(gateway: Gateway) -> list[Issue]:
         pointer = join_pointer("/gateway/tools", index, "override_name")
         name = tool.override_name
         own = f"{tool.member}{SEPARATOR}{tool.tool}"
-        if not OVERRIDE_NAME.match(name):
+        problem = slug_problem(name)
+        if problem is not None:
             issues.append(
-                _issue(
-                    Code.GATEWAY_INVALID_NAME,
-                    f"override_name of tool '{own}' must match [a-zA-Z0-9_-]+",
-                    pointer,
-                )
+                _issue(Code.GATEWAY_INVALID_NAME, f"override_name of tool '{own}' {problem}", pointer)
             )
             continue
         if name == own:
@@ -185,20 +177,12 @@ def _prompts(gateway: Gateway, resource_names: set[str]) -> list[Issue]:
     seen: set[str] = set()
     for index, prompt in enumerate(gateway.prompts):
         pointer = join_pointer("/gateway/prompts", index)
-        if SEPARATOR in prompt.name:
+        problem = prompt_name_problem(prompt.name)
+        if problem is not None:
             issues.append(
                 _issue(
                     Code.GATEWAY_INVALID_NAME,
-                    f"prompt name '{prompt.name}' must not contain '__', which marks member prompts",
-                    join_pointer(pointer, "name"),
-                )
-            )
-        elif not PROMPT_NAME.match(prompt.name):
-            issues.append(
-                _issue(
-                    Code.GATEWAY_INVALID_NAME,
-                    f"prompt name '{prompt.name}' must start with a letter or digit and hold only "
-                    "letters, digits, '_', '.' and '-'",
+                    f"prompt name '{prompt.name}' {problem}",
                     join_pointer(pointer, "name"),
                 )
             )
@@ -210,12 +194,12 @@ def _prompts(gateway: Gateway, resource_names: set[str]) -> list[Issue]:
         declared: set[str] = set()
         for arg_index, argument in enumerate(prompt.arguments):
             arg_pointer = join_pointer(pointer, "arguments", arg_index, "name")
-            if not ARGUMENT_NAME.match(argument.name):
+            problem = slug_problem(argument.name)
+            if problem is not None:
                 issues.append(
                     _issue(
                         Code.GATEWAY_INVALID_NAME,
-                        f"argument '{argument.name}' of prompt '{prompt.name}' must be a letter or '_' "
-                        "followed by letters, digits or '_'",
+                        f"argument '{argument.name}' of prompt '{prompt.name}' {problem}",
                         arg_pointer,
                     )
                 )
@@ -280,19 +264,6 @@ def _prompts(gateway: Gateway, resource_names: set[str]) -> list[Issue]:
                 )
             )
     return issues
-
-
-def resource_name_problem(name: str) -> str | None:
-    """Why a resource name is unusable (folders with '/', no empty, '.' or '..' parts), or None."""
-    if not name:
-        return "it is empty"
-    segments = name.split("/")
-    for segment in segments:
-        if segment in ("", ".", ".."):
-            return "it has an empty, '.' or '..' folder"
-        if not RESOURCE_SEGMENT.match(segment):
-            return "each part must start with a letter, digit or '_' and hold only those, '.' and '-'"
-    return None
 
 
 def _resources(gateway: Gateway) -> list[Issue]:

@@ -6,8 +6,9 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from bundle_operator.document.issues import Code, Issue, blocking
-from bundle_operator.document.models import Bundle
+from bundle_operator.document.issues import Code, Issue, blocking, shown
+from bundle_operator.document.models import Bundle, UrlMcp
+from bundle_operator.document.names import display_name_problem, env_name_problem
 from bundle_operator.document.pointer import join_pointer
 
 KEY_PATTERN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]*\Z")
@@ -70,6 +71,42 @@ def check_identity(bundle: Bundle) -> list[Issue]:
         issues.append(
             blocking(Code.INVALID_VERSION, "version must be a semantic version such as 1.4.0", "/version")
         )
+    return issues
+
+
+def check_platform_names(bundle: Bundle) -> list[Issue]:
+    """Names the platform stores as given: MCP and agent names, env and header names. They are
+    checked with the platform's own rules (``names``), so analyze passes only what install can."""
+    issues: list[Issue] = []
+    for index, mcp in enumerate(bundle.mcps):
+        entity = f"mcp:{mcp.key}"
+        problem = display_name_problem(mcp.name)
+        if problem is not None:
+            pointer = join_pointer("/mcps", index, "name")
+            issues.append(blocking(Code.INVALID_NAME, f"name of MCP '{mcp.key}' {problem}", pointer, entity))
+        section, label = ("headers", "header") if isinstance(mcp, UrlMcp) else ("env", "environment variable")
+        for name in mcp.headers if isinstance(mcp, UrlMcp) else mcp.env:
+            problem = env_name_problem(name)
+            if problem is not None:
+                issues.append(
+                    blocking(
+                        Code.INVALID_NAME,
+                        f"{label} name '{shown(name)}' of MCP '{mcp.key}' {problem}",
+                        join_pointer("/mcps", index, section, name),
+                        entity,
+                    )
+                )
+    for index, agent in enumerate(bundle.agents):
+        problem = display_name_problem(agent.name)
+        if problem is not None:
+            issues.append(
+                blocking(
+                    Code.INVALID_NAME,
+                    f"name of agent '{agent.key}' {problem}",
+                    join_pointer("/agents", index, "name"),
+                    f"agent:{agent.key}",
+                )
+            )
     return issues
 
 

@@ -97,6 +97,7 @@ def _parse_text_data(data: Any, source_map: SourceMap) -> ParsedBundle:
     issues = [
         *keys.check_identity(bundle),
         *keys.check_keys(bundle),
+        *keys.check_platform_names(bundle),
         *keys.check_references(bundle),
         *setup.check_declarations(bundle),
         *setup.check_placeholders(bundle),

@@ -14,18 +14,23 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, WithJsonSchema, model_validator
 
-# Names that appear inside identifiers a client sees (member names, prompt names, tool names).
-SLUG_PATTERN = r"^[a-zA-Z0-9_-]+$"
-# Gateway bundle and endpoint names end up in URLs.
-URL_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$"
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$"
-ID_PATTERN = r"^[a-z]{3}_[0-9a-z]{1,40}$"
-RESOURCE_NAME_PATTERN = r"^[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$"
+# The name rules are defined once, in the document package, so analyze checks the same patterns.
+from bundle_operator.document.names import (
+    DISPLAY_NAME_MAX,
+    ENV_NAME_PATTERN,
+    RESOURCE_NAME_MAX,
+    RESOURCE_NAME_PATTERN,
+    SLUG_MAX,
+    SLUG_PATTERN,
+    URL_NAME_PATTERN,
+)
 
-Name = Annotated[str, Field(min_length=1, max_length=200)]
+ID_PATTERN = r"^[a-z]{3}_[0-9a-z]{1,40}$"
+
+Name = Annotated[str, Field(min_length=1, max_length=DISPLAY_NAME_MAX)]
 Text = Annotated[str, Field(max_length=20_000)]
 EntityId = Annotated[str, Field(pattern=ID_PATTERN)]
-Slug = Annotated[str, Field(min_length=1, max_length=128, pattern=SLUG_PATTERN)]
+Slug = Annotated[str, Field(min_length=1, max_length=SLUG_MAX, pattern=SLUG_PATTERN)]
 UrlName = Annotated[str, Field(pattern=URL_NAME_PATTERN)]
 Url = Annotated[str, Field(min_length=1, max_length=2048)]
 # A value the platform issues and shows once; SecretStr keeps it out of reprs and logs.
@@ -569,7 +574,7 @@ ResourceMimeType = Literal["text/markdown", "text/plain", "text/csv", "applicati
 class GatewayResourcePut(ApiModel):
     """A bundle resource (a text document), created or replaced by name; names may contain '/'."""
 
-    name: Annotated[str, Field(min_length=1, max_length=500, pattern=RESOURCE_NAME_PATTERN)]
+    name: Annotated[str, Field(min_length=1, max_length=RESOURCE_NAME_MAX, pattern=RESOURCE_NAME_PATTERN)]
     title: Annotated[str, Field(max_length=500)] | None = None
     mime_type: ResourceMimeType = "text/markdown"
     content: str

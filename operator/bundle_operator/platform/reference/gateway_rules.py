@@ -8,6 +8,9 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+# The name rules analyze checks too, from their one definition.
+from bundle_operator.document.names import SEPARATOR as SEPARATOR
+from bundle_operator.document.names import member_name_problem, prompt_name_problem
 from bundle_operator.platform.models import GatewayPromptPut
 from bundle_operator.platform.reference.context import Context
 from bundle_operator.platform.reference.problems import ApiError, conflict, refused
@@ -25,13 +28,10 @@ MAX_RESOURCES = 200
 MAX_PROMPT_TEXT = 64 * 1024
 MAX_RESOURCE = 256 * 1024
 MAX_RESOURCES_TOTAL = 4 * 1024 * 1024
-MAX_MEMBER_NAME = 64
 # The member order request names every member and takes at most this many names.
 MAX_MEMBERS = 200
 
-SEPARATOR = "__"
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
-_MEMBER_NAME = re.compile(r"[a-zA-Z0-9_-]+")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -109,18 +109,6 @@ def check_not_self(ctx: Context, url: str, field: str) -> None:
         )
 
 
-def member_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a member name, or None when it can."""
-    if not _MEMBER_NAME.fullmatch(name) or len(name) > MAX_MEMBER_NAME:
-        return f"must match [a-zA-Z0-9_-]+ and be at most {MAX_MEMBER_NAME} characters"
-    if SEPARATOR in name:
-        return "must not contain '__', which separates the member from the tool"
-    if name.startswith("_") or name.endswith("_"):
-        # 'a_' + '__' + 'x' would read as 'a' + '__' + '_x': member__tool must split one way only.
-        return "must not start or end with '_', so that member__tool splits one way only"
-    return None
-
-
 def check_member_name(name: str) -> None:
     """Member names prefix presented names, so ``member__tool`` must split back unambiguously."""
     problem = member_name_problem(name)
@@ -143,8 +131,9 @@ def prompt_text_size(prompt: GatewayPromptPut) -> int:
 
 def check_prompt(prompt: GatewayPromptPut, resources: set[str]) -> None:
     """Refuse a prompt whose name, placeholders or embedded resources the gateway cannot serve."""
-    if SEPARATOR in prompt.name:
-        raise refused("name", "a bundle prompt name must not contain '__' (that marks a member's prompt)")
+    problem = prompt_name_problem(prompt.name)
+    if problem is not None:
+        raise refused("name", f"a bundle prompt name {problem}")
     declared: set[str] = set()
     for i, argument in enumerate(prompt.arguments):
         if argument.name in declared:
