@@ -8,6 +8,7 @@ name the field and never quote the value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,6 +22,9 @@ from bundle_operator.document.credentials import (
 from bundle_operator.document.issues import Code, Issue, blocking, shown
 from bundle_operator.document.models import Bundle, Mcp, UrlMcp
 from bundle_operator.document.pointer import join_pointer
+
+
+_PLAIN_SETTING = re.compile(r"-?[0-9]+(\.[0-9]+)?|true|false|yes|no|on|off", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,11 @@ def check_credentials(bundle: Bundle) -> list[Issue]:
         for site in credential_sites(mcp, base):
             if not site.text.strip():
                 continue  # nothing written: an empty value leaks nothing
+            if _PLAIN_SETTING.fullmatch(site.text.strip()):
+                # Named like a credential, but a number or a yes/no is a setting (MAX_TOKENS: 4096,
+                # --session-timeout 30): blocking the install on it helps nobody. Export still
+                # templates such values, which loses nothing.
+                continue
             refs = [ref.strip() for ref in placeholders.references(site.text)]
             if any(ref in secret_fields for ref in refs):
                 continue  # installed as a secret value

@@ -90,3 +90,19 @@ def test_a_credential_taken_from_a_plain_setup_field_is_blocked(doc: dict[str, A
     doc["mcps"].append(command_mcp(env={"DB_PASSWORD": "${setup.pw}"}))
     preview = analyze(doc, {**BASE_SETUP, "pw": SECRET})
     assert_blocked(preview, "credential_not_secret_field", "/mcps/1/env/DB_PASSWORD", SECRET)
+
+
+@pytest.mark.parametrize(
+    "mcp",
+    [
+        command_mcp(env={"MAX_TOKENS": "4096", "SESSION_TIMEOUT": "30", "TOKEN_CACHE": "false"}),
+        command_mcp(args=["-y", "server", "--max-tokens=1000", "--token-refresh", "yes"]),
+        url_mcp(headers={"X-Token-Budget": "2.5"}),
+    ],
+)
+def test_a_number_or_yes_no_under_a_credential_name_is_a_setting_not_a_credential(
+    doc: dict[str, Any], mcp: dict[str, Any]
+) -> None:
+    doc["mcps"].append(mcp)
+    preview = analyze(doc, BASE_SETUP)
+    assert [i.code for i in preview.issues if i.blocking] == []
