@@ -23,7 +23,6 @@ from bundle_operator.document.issues import Code, Issue, blocking, shown
 from bundle_operator.document.models import Bundle, Mcp, UrlMcp
 from bundle_operator.document.pointer import join_pointer
 
-
 _PLAIN_SETTING = re.compile(r"-?[0-9]+(\.[0-9]+)?|true|false|yes|no|on|off", re.IGNORECASE)
 
 
