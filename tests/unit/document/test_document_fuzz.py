@@ -125,8 +125,10 @@ def test_mutated_examples(document: Any, setup: dict[str, object]) -> None:
 
 
 # Time zones: real names, names of the right form that do not exist, and long '/'-separated names
-# of any parts (a few hundred parts once made zoneinfo recurse through the import system).
-timezone_parts = st.text(alphabet=st.characters(exclude_categories=()), max_size=6) | st.sampled_from(
+# of any parts (a few hundred parts once made zoneinfo recurse through the import system). Lone
+# surrogates are left out here: any text holding one is refused as invalid_document before its
+# field is looked at (test_mutated_examples covers them).
+timezone_parts = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=6) | st.sampled_from(
     ["a", "Europe", "..", ".", "", "Berlin", "tzdata", "__init__.py"]
 )
 timezones = (
