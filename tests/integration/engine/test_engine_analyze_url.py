@@ -7,9 +7,7 @@ only with --allow-private-sources.
 
 from __future__ import annotations
 
-import datetime
 import hashlib
-import ipaddress
 import json
 import ssl
 import subprocess
@@ -22,13 +20,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from tests.integration.engine.conftest import TOKEN
 from tests.integration.platform.platform_harness import PlatformProcess
+from tests.tls import throwaway_tls
 
 pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[3]
@@ -48,56 +43,10 @@ class Server:
         return f"https://127.0.0.1:{self.port}{path}"
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _tls_files(tmp: Path) -> tuple[Path, Path, Path]:
-    """A throwaway CA and a certificate for 127.0.0.1 it issued: cert, key and the CA's PEM file."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name("analyze url test CA"))
-        .issuer_name(_name("analyze url test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("localhost"))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (tmp / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp / "server-key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    (tmp / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    return tmp / "server.pem", tmp / "server-key.pem", tmp / "ca.pem"
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    cert, key, ca_file = _tls_files(tmp_path_factory.mktemp("tls"))
+    tls = throwaway_tls(tmp_path_factory.mktemp("tls"))
+    cert, key, ca_file = tls.cert, tls.key, tls.ca_file
     state: dict[str, Server] = {}
 
     class Handler(BaseHTTPRequestHandler):

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import base64
 import copy
-import datetime
 import hashlib
-import ipaddress
 import json
 import shutil
 import socket
@@ -27,10 +25,6 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from bundle_operator.document.issues import Code as IssueCode
 from bundle_operator.document.issues import Issue, blocking, warning
@@ -56,6 +50,7 @@ from tests.integration.mcpb.test_mcpb_official_cli import (
     _run,
     _subject,
 )
+from tests.tls import throwaway_tls
 
 REPO = Path(__file__).resolve().parents[3]
 TRIAGE_TEXT = (REPO / "examples" / "github-triage.yaml").read_text()
@@ -131,55 +126,10 @@ class Server:
         return self.url(path), hashlib.sha256(body).hexdigest()
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _tls_files(tmp: Path) -> tuple[Path, Path, str]:
-    """A throwaway CA and a server certificate for 127.0.0.1 it issued: cert, key, the CA's PEM."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name("sources test CA"))
-        .issuer_name(_name("sources test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("localhost"))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (tmp / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp / "server-key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return tmp / "server.pem", tmp / "server-key.pem", ca.public_bytes(serialization.Encoding.PEM).decode()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    cert, key, ca_pem = _tls_files(tmp_path_factory.mktemp("tls"))
+    tls = throwaway_tls(tmp_path_factory.mktemp("tls"))
+    cert, key, ca_pem = tls.cert, tls.key, tls.ca_pem
     state: dict[str, Server] = {}
 
     class Handler(BaseHTTPRequestHandler):
