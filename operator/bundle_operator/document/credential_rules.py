@@ -8,22 +8,21 @@ name the field and never quote the value.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bundle_operator.document import placeholders
 from bundle_operator.document.credentials import (
+    PLAIN_SETTING,
     authorization_prefix,
+    install_sees_credential,
     is_credentialed_url,
+    name_demands_secret,
     screen_args,
-    value_is_credential,
 )
 from bundle_operator.document.issues import Code, Issue, blocking, shown
 from bundle_operator.document.models import Bundle, Mcp, UrlMcp
 from bundle_operator.document.pointer import join_pointer
-
-_PLAIN_SETTING = re.compile(r"-?[0-9]+(\.[0-9]+)?|true|false|yes|no|on|off", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -42,11 +41,11 @@ def credential_sites(mcp: Mcp, base: str) -> Iterator[CredentialSite]:
         if is_credentialed_url(mcp.endpoint_url):
             yield CredentialSite(join_pointer(base, "endpoint_url"), "endpoint_url", mcp.endpoint_url)
         for name, value in mcp.headers.items():
-            if value_is_credential(name, value):
+            if install_sees_credential(name, value):
                 text = value[len(authorization_prefix(value)) :]
                 yield CredentialSite(join_pointer(base, "headers", name), f"header {shown(name)}", text)
         return
-    for finding in screen_args(mcp.args):
+    for finding in screen_args(mcp.args, names=name_demands_secret):
         arg = mcp.args[finding.index]
         yield CredentialSite(
             join_pointer(base, "args", finding.index),
@@ -54,7 +53,7 @@ def credential_sites(mcp: Mcp, base: str) -> Iterator[CredentialSite]:
             arg[len(finding.prefix) :],
         )
     for name, value in mcp.env.items():
-        if value_is_credential(name, value):
+        if install_sees_credential(name, value):
             text = value[len(authorization_prefix(value)) :]
             yield CredentialSite(join_pointer(base, "env", name), f"env {shown(name)}", text)
 
@@ -72,7 +71,7 @@ def check_credentials(bundle: Bundle) -> list[Issue]:
         for site in credential_sites(mcp, base):
             if not site.text.strip():
                 continue  # nothing written: an empty value leaks nothing
-            if _PLAIN_SETTING.fullmatch(site.text.strip()):
+            if PLAIN_SETTING.fullmatch(site.text.strip()):
                 # Named like a credential, but a number or a yes/no is a setting (MAX_TOKENS: 4096,
                 # --session-timeout 30): blocking the install on it helps nobody. Export still
                 # templates such values, which loses nothing.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
@@ -23,7 +24,9 @@ _CREDENTIAL_WORDS = frozenset(
         "password",
         "passwd",
         "passphrase",
+        "pass",
         "pwd",
+        "pat",
         "apikey",
         "credential",
         "credentials",
@@ -75,10 +78,101 @@ def name_looks_like_credential(name: str) -> bool:
     # Words run together in one name: PGPASSWORD, APITOKEN, AUTHTOKEN, DBSECRET.
     if any(core in joined for core in _CORE_WORDS):
         return True
+    if len(words) > 1 and words[-1] == "key" and words[-2] not in _NOT_SECRET_KEYS:
+        return True  # OPENAI_KEY, ANTHROPIC_KEY, STRIPE_KEY: a provider's key is its credential
     return any(
         word == "key" and index > 0 and words[index - 1] in _KEY_QUALIFIERS
         for index, word in enumerate(words)
     )
+
+
+# "<something> key" that names no credential: a public key, a sort or cache key.
+_NOT_SECRET_KEYS = frozenset(
+    {
+        "public",
+        "pub",
+        "sort",
+        "partition",
+        "cache",
+        "primary",
+        "foreign",
+        "hash",
+        "lookup",
+        "routing",
+        "idempotency",
+        "group",
+        "shard",
+        "index",
+        "map",
+        "dedup",
+        "dedupe",
+        "object",
+        "s3",
+        "prefix",
+    }
+)
+# Words that say "credential" often enough for export to template a value, but name settings just
+# as often (SESSION_DIR, AUTH_MODE, COOKIE_JAR, MAX_TOKENS): alone they do not make install refuse.
+_WEAK_WORDS = frozenset({"session", "auth", "cookie", "sig", "signature", "tokens", "bearer"})
+# Names ending so (or starting with max/min) hold a setting about a credential, not the credential.
+_SETTING_SUFFIXES = frozenset(
+    {
+        "file",
+        "path",
+        "dir",
+        "directory",
+        "url",
+        "uri",
+        "endpoint",
+        "type",
+        "method",
+        "mode",
+        "limit",
+        "count",
+        "size",
+        "timeout",
+        "ttl",
+        "expiry",
+        "lifetime",
+        "id",
+        "name",
+        "header",
+        "prefix",
+        "format",
+        "enabled",
+        "disabled",
+        "required",
+        "budget",
+        "scope",
+        "scopes",
+        "provider",
+        "issuer",
+        "audience",
+    }
+)
+PLAIN_SETTING = re.compile(r"-?[0-9]+(\.[0-9]+)?|true|false|yes|no|on|off", re.IGNORECASE)
+
+
+def name_demands_secret(name: str) -> bool:
+    """Stricter than ``name_looks_like_credential``: a name that by itself makes analyze refuse a
+    literal and the installer declare the value secret. Export keeps the broad rule (templating a
+    setting loses nothing); refusing an install on a setting would."""
+    words = _words(name)
+    if not words or not name_looks_like_credential(name):
+        return False
+    if words[-1] in _SETTING_SUFFIXES or words[0] in {"max", "min"}:
+        return False
+    if any(word.startswith("tokeniz") for word in words):
+        return False
+    strong = "_".join(word for word in words if word not in _WEAK_WORDS)
+    return bool(strong) and name_looks_like_credential(strong)
+
+
+def install_sees_credential(name: str, value: str) -> bool:
+    """For env and headers at install and analyze: a value that must come from a secret field."""
+    if PLAIN_SETTING.fullmatch(value.strip()):
+        return False  # MAX_TOKENS: 4096 is a setting whatever its name says
+    return name_demands_secret(name) or is_authorization_value(value) or is_credentialed_url(value)
 
 
 def is_authorization_value(value: str) -> bool:
@@ -118,8 +212,11 @@ class ArgFinding:
     prefix: str  # kept as written before the secret part ("--token=", "Authorization: Bearer ")
 
 
-def screen_args(args: list[str]) -> list[ArgFinding]:
-    """Credentials among command arguments: URLs, flag values, NAME=value pairs, header arguments."""
+def screen_args(
+    args: list[str], names: Callable[[str], bool] = name_looks_like_credential
+) -> list[ArgFinding]:
+    """Credentials among command arguments: URLs, flag values, NAME=value pairs, header arguments.
+    ``names`` says which flag, variable and header names hold credentials."""
     findings: list[ArgFinding] = []
     skip_next = False
     for index, arg in enumerate(args):
@@ -131,7 +228,7 @@ def screen_args(args: list[str]) -> list[ArgFinding]:
             findings.append(ArgFinding(index, ""))
             continue
         flag = _FLAG.match(arg)
-        if flag is not None and name_looks_like_credential(flag.group(1)):
+        if flag is not None and names(flag.group(1)):
             if flag.group(2) is not None:
                 findings.append(ArgFinding(index, flag.group(1) + "="))
             elif index + 1 < len(args) and not args[index + 1].startswith("-"):
@@ -144,14 +241,12 @@ def screen_args(args: list[str]) -> list[ArgFinding]:
                 findings.append(ArgFinding(index, flag.group(1) + "=" + prefix))
             continue
         header = _HEADER_ARG.match(arg)
-        if header is not None and (
-            name_looks_like_credential(header.group(1)) or is_authorization_value(header.group(2))
-        ):
+        if header is not None and (names(header.group(1)) or is_authorization_value(header.group(2))):
             findings.append(ArgFinding(index, _header_prefix(arg, header.group(2))))
             continue
         assignment = _ASSIGNMENT.match(arg)
         if assignment is not None:
-            if name_looks_like_credential(assignment.group(1)):
+            if names(assignment.group(1)):
                 findings.append(ArgFinding(index, assignment.group(1) + "="))
             else:
                 prefix = _value_prefix(assignment.group(2))

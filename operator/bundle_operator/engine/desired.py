@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bundle_operator.document import placeholders
-from bundle_operator.document.credentials import value_is_credential
+from bundle_operator.document.credentials import install_sees_credential
 from bundle_operator.document.models import (
     Agent,
     Automation,
@@ -107,7 +107,7 @@ class _Filler:
         well, so the platform's own ``secret_required`` check refuses the plain value instead of
         being switched off by a ``string`` declaration.
         """
-        if self.is_secret(text) or value_is_credential(name, self.fill(text)):
+        if self.is_secret(text) or install_sees_credential(name, self.fill(text)):
             return "secret"
         return "string"
 

@@ -105,3 +105,27 @@ async def test_the_installer_never_declares_a_credential_a_plain_string(
     with pytest.raises(Refused) as refused:
         await client.create(ws, kinds.MCP_INSTANCES, body, idempotency_key=f"{ws}-instance")
     assert refused.value.code == "secret_required"
+
+
+async def test_settings_named_like_credentials_install_as_plain_settings(
+    client: PlatformClient, ws: str
+) -> None:
+    # Analyze lets these through, so the installer must not declare them secret either: a
+    # plain value in a secret-declared env entry is refused by the platform (secret_required).
+    doc = copy.deepcopy(DOC)
+    doc["mcps"][0]["env"] = {
+        "PGPASSWORD": "${setup.pw}",
+        "MAX_TOKENS": "4096",
+        "TOKEN_LIMIT": "4k",
+        "AUTH_MODE": "oauth",
+        "SESSION_DIR": "/tmp/sessions",
+        "PASSWORD_FILE": "/run/secrets/pw",
+    }
+    result, _ = await install(client, ws, parse(doc), {"pw": PASSWORD})
+    assert "mcp:postgres" in result.created
+    servers = await client.list_all(ws, kinds.MCP_SERVERS)
+    schema = {entry.name: entry.type for entry in servers[0].env_schema}
+    assert schema["PGPASSWORD"] == "secret"
+    assert {
+        schema[n] for n in ("MAX_TOKENS", "TOKEN_LIMIT", "AUTH_MODE", "SESSION_DIR", "PASSWORD_FILE")
+    } == {"string"}

@@ -106,3 +106,32 @@ def test_a_number_or_yes_no_under_a_credential_name_is_a_setting_not_a_credentia
     doc["mcps"].append(mcp)
     preview = analyze(doc, BASE_SETUP)
     assert [i.code for i in preview.issues if i.blocking] == []
+
+
+SETTINGS_NAMED_LIKE_CREDENTIALS = {
+    "TOKENIZER": "cl100k",
+    "SESSION_DIR": "/tmp/s",
+    "AUTH_TYPE": "oauth",
+    "AUTH_METHOD": "basic",
+    "TOKEN_LIMIT": "4k",
+    "TOKEN_ENDPOINT": "https://auth.example.com/token",
+    "SECRETS_PATH": "/run/secrets",
+    "PASSWORD_FILE": "/run/pw",
+    "MAX_OUTPUT_TOKENS": "8k",
+    "PUBLIC_KEY": "ssh-ed25519 AAAA",
+}
+
+
+def test_settings_about_credentials_are_not_credentials(doc: dict[str, Any]) -> None:
+    args = ["-y", "server", "--no-auth", "/data", "--token-file", "/run/t", "--tokenizer", "cl100k"]
+    doc["mcps"].append(command_mcp(env=SETTINGS_NAMED_LIKE_CREDENTIALS, args=args))
+    preview = analyze(doc, BASE_SETUP)
+    assert [(i.code, i.path) for i in preview.issues if i.blocking] == []
+
+
+@pytest.mark.parametrize(
+    "name", ["OPENAI_KEY", "ANTHROPIC_KEY", "DB_PASS", "GITHUB_PAT", "AUTH_TOKEN", "SESSION_SECRET"]
+)
+def test_provider_keys_and_short_password_names_are_credentials(doc: dict[str, Any], name: str) -> None:
+    doc["mcps"].append(command_mcp(env={name: SECRET}))
+    assert_blocked(analyze(doc, BASE_SETUP), "credential_literal", f"/mcps/1/env/{name}", SECRET)
