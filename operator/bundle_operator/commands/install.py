@@ -121,7 +121,8 @@ async def _install_body(args: argparse.Namespace) -> int:
                 outcome=InstallOutcome(exc.code, _failure_json(exc)),
             )
             return EXIT_FAILED
-    emit_preview(result.preview, args.output)
+    # code and failure are part of install's JSON on success too, as null.
+    emit_preview(result.preview, args.output, outcome=InstallOutcome(None))
     return EXIT_OK
 
 
@@ -163,11 +164,12 @@ def _failure_issue(exc: InstallFailed, parsed: ParsedBundle) -> Issue:
         code, what = Code.INSTALL_REFUSED, "the platform refused it as invalid"
     else:
         code, what = Code.INSTALL_FAILED, "the install step failed"
-    undone = (
-        f"rolled back {len(exc.rolled_back)} entities this run created"
-        if exc.rolled_back
-        else "this run had created nothing to roll back"
-    )
+    if exc.rolled_back:
+        undone = f"rolled back {len(exc.rolled_back)} platform entities this run created"
+    elif exc.rollback_failures:
+        undone = "the rollback could delete none of what this run created"
+    else:
+        undone = "this run had created nothing to roll back"
     left = f"; could not delete {', '.join(exc.rollback_failures)}" if exc.rollback_failures else ""
     issue = blocking(code, f"{where}{what}{fields}: {detail}; {undone}{left}", pointer, exc.entity)
     return issue.with_line(parsed.source_map.line_of(pointer)) if pointer else issue

@@ -29,7 +29,7 @@ class InstallOutcome:
     carries the platform's problem, and says what the rollback deleted and could not delete.
     """
 
-    code: str
+    code: str | None
     failure: dict[str, object] | None = None
 
     @property
@@ -124,7 +124,7 @@ def render_table(preview: Preview, outcome: InstallOutcome | None = None) -> str
     return "\n".join(lines) + "\n"
 
 
-def _failure_lines(code: str, failure: dict[str, object]) -> list[str]:
+def _failure_lines(code: str | None, failure: dict[str, object]) -> list[str]:
     entity = failure.get("entity") or "(no single entity)"
     lines = [printable(f"Install failed ({code}) at {entity}: {failure.get('detail')}")]
     rolled_back = failure.get("rolled_back") or []
@@ -133,9 +133,12 @@ def _failure_lines(code: str, failure: dict[str, object]) -> list[str]:
     if rolled_back:
         lines.append(
             printable(
-                f"Rolled back: deleted {len(rolled_back)} created by this run: {', '.join(rolled_back)}."
+                f"Rolled back: deleted {len(rolled_back)} platform entities created by this run: "
+                f"{', '.join(rolled_back)}."
             )
         )
+    elif left:
+        lines.append("Rolled back: none of what this run created could be deleted.")
     else:
         lines.append("Rolled back: this run had created nothing.")
     if left:

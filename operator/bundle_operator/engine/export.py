@@ -307,11 +307,15 @@ def build_document(
     return document
 
 
+DEFAULT_MODEL = "default"  # the platform's default model: every workspace has one
+
+
 def requirements(agent_docs: list[dict[str, Any]], mcp_keys: list[str]) -> list[dict[str, Any]]:
-    """``requires`` for what the agents use (seed 004): each model, ``substitute`` (which model is
-    which is instance-specific, the platform's ``default`` included); each MCP an agent uses as a
-    tool, ``strip`` (the bundle carries it; a target that skips it drops the reference)."""
-    models = sorted({doc["model"] for doc in agent_docs})
+    """``requires`` for what the agents use (seed 004): each named model, ``substitute`` (which
+    model is which is instance-specific; the platform's ``default`` exists everywhere, so it needs
+    no mapping and round-trips as it is); each MCP an agent uses as a tool, ``strip`` (the bundle
+    carries it; a target that skips it drops the reference)."""
+    models = sorted({doc["model"] for doc in agent_docs} - {DEFAULT_MODEL})
     used = {key for doc in agent_docs for key in doc["mcps"]}
     out = [{"kind": "model", "ref": model, "policy": "substitute"} for model in models]
     out += [{"kind": "tool", "ref": key, "policy": "strip"} for key in mcp_keys if key in used]

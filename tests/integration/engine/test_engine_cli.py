@@ -53,6 +53,7 @@ def test_plan_install_twice_diff_drift_uninstall(
     assert code == 0, err
     installed = json.loads(out)
     assert all(e["id"] for e in installed["entities"])
+    assert (installed["code"], installed["failure"]) == (None, None)  # the keys are there on success
     state = tmp_path / ".bundlectl" / ws / "github-triage.json"
     assert state.exists()
     assert "EXAMPLE-ONLY" not in state.read_text()  # the state file holds no secret value
