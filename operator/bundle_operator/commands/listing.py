@@ -46,12 +46,13 @@ def state_files(args: argparse.Namespace) -> list[Path]:
     return sorted(p for p in folder.glob("*.json") if p.is_file())
 
 
-def _read(path: Path, workspace: str) -> Record | None:
+def _read(path: Path, workspace: str) -> Record | str:
+    """The record in a state file, or why there is none to list: unreadable, other_workspace."""
     try:
         record = Record.model_validate_json(path.read_bytes())
     except (OSError, ValidationError, ValueError):
-        return None
-    return record if record.workspace == workspace else None
+        return "unreadable"
+    return record if record.workspace == workspace else "other_workspace"
 
 
 async def _list_body(args: argparse.Namespace) -> int:
@@ -61,8 +62,19 @@ async def _list_body(args: argparse.Namespace) -> int:
     records: list[tuple[dict[str, Any], Record]] = []
     for path in state_files(args):
         record = _read(path, args.workspace)
-        if record is None:
-            rows.append({"state": str(path), "bundle": None, "drift": "unreadable"})
+        if isinstance(record, str):
+            # Every row has every key, so scripts never meet a missing one.
+            rows.append(
+                {
+                    "bundle": None,
+                    "version": None,
+                    "digest": None,
+                    "entities": 0,
+                    "drift": record,
+                    "drifted_entities": [],
+                    "state": str(path),
+                }
+            )
             continue
         row: dict[str, Any] = {
             "bundle": record.bundle_name,

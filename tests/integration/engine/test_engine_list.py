@@ -95,3 +95,17 @@ def test_list_shows_every_installation_with_version_digest_entities_and_drift(
     done = run(tmp_path, ws, "list", "-o", "json", platform=None)
     assert done.returncode == 0, done.stderr
     assert {r["drift"] for r in json.loads(done.stdout)["installations"]} == {"unknown"}
+
+
+def test_state_files_that_cannot_be_listed_say_why_with_every_key(tmp_path: Path) -> None:
+    folder = tmp_path / ".bundlectl" / "ws-a"
+    folder.mkdir(parents=True)
+    (folder / "broken.json").write_text("{not json")
+    (folder / "elsewhere.json").write_text(json.dumps({"installation": "x", "workspace": "ws-b"}))
+    result = run(tmp_path, "ws-a", "list", "-o", "json", platform=None)
+    assert result.returncode == 0, result.stderr
+    rows = {Path(r["state"]).name: r for r in json.loads(result.stdout)["installations"]}
+    assert rows["broken.json"]["drift"] == "unreadable"
+    assert rows["elsewhere.json"]["drift"] == "other_workspace"
+    keys = {"bundle", "version", "digest", "entities", "drift", "drifted_entities", "state"}
+    assert all(set(row) == keys for row in rows.values())
