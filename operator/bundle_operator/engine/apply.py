@@ -373,7 +373,8 @@ def _conflict_issues(entity: str, conflicts: list[str], mode: OnConflict) -> lis
             blocking(
                 Code.UPDATE_CONFLICT,
                 f"{entity}: {path} was changed on the platform and in the bundle; "
-                "set onConflict to KeepMine or TakeTheirs, or undo one side",
+                "set onConflict to KeepMine or TakeTheirs (bundlectl: --on-conflict keep-mine or "
+                "take-theirs), or undo one side",
                 path,
                 entity,
             )
@@ -440,8 +441,9 @@ def _binding_issues(entity: str, paths: list[str], mode: OnConflict) -> list[Iss
             issues.append(
                 blocking(
                     Code.UPDATE_CONFLICT,
-                    f"{found}; it is not reused as it is: set onConflict to TakeTheirs to bind it back "
-                    "to the bundle, or KeepMine to leave it as edited",
+                    f"{found}; it is not reused as it is: set onConflict to TakeTheirs (bundlectl: "
+                    "--on-conflict take-theirs) to bind it back to the bundle, or KeepMine (keep-mine) "
+                    "to leave it as edited",
                     path,
                     entity,
                 )
