@@ -8,7 +8,7 @@ name the field and never quote the value.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from bundle_operator.document import placeholders
@@ -22,7 +22,7 @@ from bundle_operator.document.credentials import (
 )
 from bundle_operator.document.issues import Code, Issue, blocking, shown
 from bundle_operator.document.models import Bundle, Mcp, UrlMcp
-from bundle_operator.document.pointer import join_pointer
+from bundle_operator.document.pointer import join_pointer, split_pointer
 
 
 @dataclass(frozen=True)
@@ -102,3 +102,67 @@ def check_credentials(bundle: Bundle) -> list[Issue]:
                     )
                 )
     return issues
+
+
+def check_credential_values(bundle: Bundle, values: Mapping[str, str]) -> list[Issue]:
+    """With the setup values known: a credential that only shows once they are filled in (a string
+    field holding ``postgres://user:password@…`` passed as an argument, say) would be installed as
+    plain text, because only ``secret`` fields are stored as secrets. Blocks with
+    ``credential_not_secret_field``; the value is never quoted."""
+    secret_fields = {f.key for f in bundle.setup if f.type == "secret"}
+    issues: list[Issue] = []
+    for index, mcp in enumerate(bundle.mcps):
+        base = join_pointer("/mcps", index)
+        already = {site.pointer for site in credential_sites(mcp, base)}  # check_credentials judged these
+        filled = _filled(mcp, values)
+        for site in credential_sites(filled, base):
+            if site.pointer in already or PLAIN_SETTING.fullmatch(site.text.strip()):
+                continue
+            refs = [ref.strip() for ref in placeholders.references(_original(mcp, site.pointer, base))]
+            if not refs or any(ref in secret_fields for ref in refs):
+                continue
+            fields = ", ".join(f"'{shown(ref)}'" for ref in refs)
+            issues.append(
+                blocking(
+                    Code.CREDENTIAL_NOT_SECRET_FIELD,
+                    f"{site.field} of MCP '{mcp.key}' holds a credential once setup field(s) {fields} "
+                    "are filled in, and they are not of type secret; it would be stored as plain text. "
+                    "Declare the field type: secret",
+                    site.pointer,
+                    f"mcp:{mcp.key}",
+                )
+            )
+    return issues
+
+
+def _fill(text: str, values: Mapping[str, str]) -> str:
+    return placeholders.substitute(text, lambda key: values.get(key.strip(), ""))
+
+
+def _filled(mcp: Mcp, values: Mapping[str, str]) -> Mcp:
+    """The MCP as it would run: every ``${setup.x}`` replaced by its value."""
+    if isinstance(mcp, UrlMcp):
+        return mcp.model_copy(
+            update={
+                "endpoint_url": _fill(mcp.endpoint_url, values),
+                "headers": {k: _fill(v, values) for k, v in mcp.headers.items()},
+            }
+        )
+    return mcp.model_copy(
+        update={
+            "args": [_fill(a, values) for a in mcp.args],
+            "env": {k: _fill(v, values) for k, v in mcp.env.items()},
+        }
+    )
+
+
+def _original(mcp: Mcp, pointer: str, base: str) -> str:
+    """The text as written in the document at ``pointer`` (one of the places credential_sites names)."""
+    rest = split_pointer(pointer[len(base) :])
+    if isinstance(mcp, UrlMcp):
+        if rest == ["endpoint_url"]:
+            return mcp.endpoint_url
+        return mcp.headers.get(rest[1], "") if len(rest) == 2 else ""
+    if len(rest) == 2 and rest[0] == "args":
+        return mcp.args[int(rest[1])]
+    return mcp.env.get(rest[1], "") if len(rest) == 2 else ""

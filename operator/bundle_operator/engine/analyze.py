@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bundle_operator.document import mcp_rules, setup
+from bundle_operator.document import credential_rules, mcp_rules, setup
 from bundle_operator.document.gateway_rules import GATEWAY_ENTITY
 from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
 from bundle_operator.document.keys import keyed_entities
@@ -36,6 +36,7 @@ def analyze_with_values(
     issues: list[Issue] = [*parsed.issues, *_placed(resolved.issues, parsed)]
     issues += _placed(mcp_rules.check_context_secret_values(bundle, resolved.values), parsed)
     issues += _placed(mcp_rules.check_endpoint_values(bundle, resolved.values), parsed)
+    issues += _placed(credential_rules.check_credential_values(bundle, resolved.values), parsed)
     issues += _placed(mcp_rules.check_channel_token_values(bundle, resolved.values), parsed)
     issues += _placed(requirement_issues(bundle, substitutions or {}), parsed)
     entities, dependency_issues = plan_entities(bundle, parsed.skipped)

@@ -135,3 +135,23 @@ def test_settings_about_credentials_are_not_credentials(doc: dict[str, Any]) -> 
 def test_provider_keys_and_short_password_names_are_credentials(doc: dict[str, Any], name: str) -> None:
     doc["mcps"].append(command_mcp(env={name: SECRET}))
     assert_blocked(analyze(doc, BASE_SETUP), "credential_literal", f"/mcps/1/env/{name}", SECRET)
+
+
+@pytest.mark.parametrize(
+    ("field_type", "value", "blocked"),
+    [
+        ("string", f"postgres://admin:{SECRET}@db.internal/prod", True),
+        ("secret", f"postgres://admin:{SECRET}@db.internal/prod", False),
+        ("string", "postgres://db.internal/prod", False),
+    ],
+)
+def test_a_credential_that_shows_only_once_setup_is_filled_in_needs_a_secret_field(
+    doc: dict[str, Any], field_type: str, value: str, blocked: bool
+) -> None:
+    doc["setup"].append({"key": "conn", "label": "Connection", "type": field_type})
+    doc["mcps"].append(command_mcp(args=["-y", "@modelcontextprotocol/server-postgres", "${setup.conn}"]))
+    preview = analyze(doc, {**BASE_SETUP, "conn": value})
+    if blocked:
+        assert_blocked(preview, "credential_not_secret_field", "/mcps/1/args/2", SECRET)
+    else:
+        assert [i.code for i in preview.issues if i.blocking] == []
