@@ -7,11 +7,9 @@ corrected; an entity whose bundle changed goes through the ordinary three-way up
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from bundle_operator.document.parse import ParsedBundle
-from bundle_operator.engine.apply import Blocked, Options, plan, writer_for
+from bundle_operator.engine.apply import Blocked, Plan, writer_for
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.writer import Persist
 from bundle_operator.platform.errors import PlatformError
@@ -29,17 +27,11 @@ class Correction:
 
 
 async def correct_drift(
-    platform: PlatformAPI,
-    workspace: str,
-    parsed: ParsedBundle,
-    setup: Mapping[str, object],
-    record: Record,
-    persist: Persist,
-    options: Options | None = None,
+    platform: PlatformAPI, workspace: str, record: Record, persist: Persist, planned: Plan
 ) -> Correction:
-    """Put every drifted entity back to what the installation wrote; raises Blocked when analyze blocks."""
-    options = options or Options()
-    planned = await plan(platform, workspace, parsed, setup, record, options)
+    """Put every entity the plan found drifted back to what the installation wrote, at the revisions
+    the plan read (an edit made since fails that entity, never overwritten unseen); raises Blocked
+    for a plan that blocks."""
     if planned.inputs is None or planned.preview.blocking:
         raise Blocked(planned.preview)
     writer = writer_for(platform, workspace, record, persist, planned, record.attempt)

@@ -43,9 +43,8 @@ class BundleReconciler:
     async def reconcile(self, body: dict[str, Any], *, attempt: int = 0) -> BundleOutcome:
         """Resolve and analyze; write status. Raises Retry on a temporary failure."""
         meta = body["metadata"]
-        generation = meta.get("generation")
-        previous = body.get("status") or {}
         patch: dict[str, Any]
+        conditions: list[cond.Cond]
         result: ReconcileResult = "success"
         digest: str | None = None
         try:
@@ -54,19 +53,16 @@ class BundleReconciler:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            patch = {
-                **_UNRESOLVED,
-                "conditions": cond.stalled("InvalidSpec", f"spec.{where}: {first['msg']}"),
-            }
+            patch = dict(_UNRESOLVED)
+            conditions = cond.stalled("InvalidSpec", f"spec.{where}: {first['msg']}")
             result = "stalled"
         except SourceError as exc:
             if not exc.permanent:
-                await self._write(
-                    body, {"conditions": cond.progressing(exc.reason, exc.message + "; retrying")}, False
-                )
+                await self._write(body, {}, cond.progressing(exc.reason, exc.message + "; retrying"), False)
                 raise Retry(exc.message, backoff(attempt)) from None
             # A source that no longer resolves must not keep claiming the last digest.
-            patch = {**_UNRESOLVED, "conditions": cond.stalled(exc.reason, exc.message)}
+            patch = dict(_UNRESOLVED)
+            conditions = cond.stalled(exc.reason, exc.message)
             result = "stalled"
         else:
             patch = bundle_status_fields(resolved)
@@ -78,31 +74,25 @@ class BundleReconciler:
                     f"the document has {len(blocking)} blocking issues ({', '.join(codes)}); "
                     "status.issues lists each with its path; fix the document"
                 )
-                patch["conditions"] = cond.stalled("InvalidDocument", message)
+                conditions = cond.stalled("InvalidDocument", message)
                 result = "stalled"
             else:
                 name, version = patch.get("bundleName"), patch.get("version")
-                patch["conditions"] = cond.ready(
+                conditions = cond.ready(
                     "Resolved", f"bundle {name} {version or ''} from {resolved.origin}".replace("  ", " ")
                 )
                 digest = patch.get("digest")
-        conditions = patch.pop("conditions")
-        patch["conditions"] = cond.merge_conditions(previous.get("conditions"), conditions, generation)
-        await self._write(body, patch, True)
+        await self._write(body, patch, conditions, True)
         return BundleOutcome(result, digest)
 
-    async def _write(self, body: dict[str, Any], patch: dict[str, Any], observed: bool) -> None:
+    async def _write(
+        self, body: dict[str, Any], patch: dict[str, Any], conditions: list[cond.Cond], observed: bool
+    ) -> None:
         meta = body["metadata"]
         if observed:
             patch["observedGeneration"] = meta.get("generation")
-        if (
-            isinstance(patch.get("conditions"), list)
-            and patch["conditions"]
-            and isinstance(patch["conditions"][0], cond.Cond)
-        ):
-            patch["conditions"] = cond.merge_conditions(
-                (body.get("status") or {}).get("conditions"), patch["conditions"], meta.get("generation")
-            )
+        previous = (body.get("status") or {}).get("conditions")
+        patch["conditions"] = cond.merge_conditions(previous, conditions, meta.get("generation"))
         try:
             await self.kube.patch_status(BUNDLE_PLURAL, meta["namespace"], meta["name"], patch)
         except KubeError as exc:

@@ -91,3 +91,9 @@ def condition_of(status: dict[str, Any] | None, type_: str) -> dict[str, Any] | 
         if isinstance(cond, dict) and cond.get("type") == type_:
             return cond
     return None
+
+
+def is_true(status: dict[str, Any] | None, type_: str) -> bool:
+    """Whether the condition ``type_`` in a status is True."""
+    found = condition_of(status, type_)
+    return found is not None and found.get("status") == "True"

@@ -7,6 +7,8 @@ effect until ``run.py`` starts an operator with it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import re
 import time
@@ -17,6 +19,7 @@ from typing import Any
 import kopf
 
 from bundle_operator.k8s.bundle import BundleReconciler
+from bundle_operator.k8s.conditions import is_true
 from bundle_operator.k8s.health import Liveness
 from bundle_operator.k8s.installation import (
     ANNOTATION_INPUTS,
@@ -83,9 +86,6 @@ class InlineDigestDiffBase(kopf.AnnotationsDiffBaseStorage):
         essence = super().build(body=body, extra_fields=extra_fields)
         source = essence.get("spec", {}).get("source") if isinstance(essence.get("spec"), dict) else None
         if isinstance(source, dict) and "inline" in source:
-            import hashlib
-            import json
-
             text = json.dumps(source["inline"], sort_keys=True, separators=(",", ":"))
             source["inline"] = {"sha256": hashlib.sha256(text.encode()).hexdigest()}
         return essence
@@ -357,10 +357,8 @@ async def drift_timer(
 
 def _stalled_and_seen(obj: dict[str, Any]) -> bool:
     status = obj.get("status") or {}
-    if status.get("observedGeneration") != obj["metadata"].get("generation"):
-        return False
-    return any(
-        c.get("type") == "Stalled" and c.get("status") == "True" for c in status.get("conditions") or []
+    return status.get("observedGeneration") == obj["metadata"].get("generation") and is_true(
+        status, "Stalled"
     )
 
 

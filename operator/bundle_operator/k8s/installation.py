@@ -184,7 +184,6 @@ class InstallationReconciler:
         self.settings = settings
         self.platforms = platforms
         self.events = events
-        self.last_calls: dict[str, int] = {}
 
     # --- inputs ----------------------------------------------------------------------------------
 
@@ -253,7 +252,7 @@ class InstallationReconciler:
             other_status = other.get("status") or {}
             if other_status.get("bundleName") == bundle_name:
                 rivals.append(peer)
-            elif other_status.get("bundleName") is None and not _is_true(other_status, "Stalled"):
+            elif other_status.get("bundleName") is None and not cond.is_true(other_status, "Stalled"):
                 # Its Bundle is still resolving (a download, say): it may be this very bundle, and
                 # it came first. Wait rather than install twice.
                 raise Retry(
@@ -381,9 +380,6 @@ class InstallationReconciler:
             await status.write()
             return "stalled"
         if writes_needed:
-            status.patch.update(
-                {"conflicts": []},
-            )
             status.conditions(
                 [
                     *cond.progressing("Installing", "writing the bundle's entities to the platform"),
@@ -413,14 +409,8 @@ class InstallationReconciler:
             report = drift_from(record, planned.snapshot)
             actions = {}
             if report.changed and spec.drift_policy.mode == "Correct":
-                try:
-                    correction = await correct_drift(
-                        platform, spec.workspace, parsed, setup, record, store.persist, options
-                    )
-                except Blocked as exc:  # the platform changed since the plan
-                    planned.preview = exc.preview
-                    status.patch["preview"] = _preview(planned)
-                    return await self._blocked(body, status, planned)
+                # The plan just read is not blocking (that returned above) and holds the revisions.
+                correction = await correct_drift(platform, spec.workspace, record, store.persist, planned)
                 corrected = correction.corrected
                 if corrected:
                     await self.events.post(
@@ -434,7 +424,6 @@ class InstallationReconciler:
                     report.changed.pop(entity, None)
         if spec.drift_policy.mode == "Disabled":
             report = DriftReport()
-        self.last_calls[body["metadata"]["uid"]] = calls
         status.patch["entities"] = _entities(record, planned, actions, status.previous())
         status.patch["installedDigest"] = record.digest
         status.patch["installedVersion"] = record.bundle_version
@@ -677,10 +666,6 @@ def _installed_message(record: Record) -> str:
             "the next run that writes tries again, and uninstall does too"
         )
     return message
-
-
-def _is_true(status: dict[str, Any], type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
 def _temporary(exc: PlatformError) -> bool:

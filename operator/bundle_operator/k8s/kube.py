@@ -7,6 +7,7 @@ service account), which handle every kubeconfig form; the calls themselves are p
 
 from __future__ import annotations
 
+import json
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -99,8 +100,6 @@ class Kube:
         headers = {}
         content = None
         if json_body is not None:
-            import json
-
             content = json.dumps(json_body).encode()
             headers["Content-Type"] = content_type or "application/json"
         try:

@@ -29,8 +29,7 @@ class PlatformPool:
         self._clients[key] = client  # most recently used last
         while len(self._clients) > self.max_clients:
             # Rotated tokens leave old clients behind; the least recently used one goes.
-            _, oldest = next(iter(self._clients.items()))
-            del self._clients[next(iter(self._clients))]
+            oldest = self._clients.pop(next(iter(self._clients)))
             self._closing.add(asyncio.ensure_future(oldest.aclose()))
         return client
 

@@ -206,20 +206,25 @@ async def resolve(
     return await _resolve_mcpb(source.mcpb, namespace, reader, settings)
 
 
+def _exactly_one(field: str, options: tuple[tuple[str, object], ...]) -> None:
+    """Refuse unless exactly one of the named options is set, naming what was found."""
+    given = [name for name, value in options if value is not None]
+    if len(given) != 1:
+        found = ", ".join(given) if given else "none"
+        names = ", ".join(name for name, _ in options)
+        raise _invalid(f"{field}: set exactly one of {names} (found: {found})")
+
+
 def _check_one_source(source: BundleSource) -> None:
-    given = [
-        name
-        for name, value in (
+    _exactly_one(
+        "spec.source",
+        (
             ("inline", source.inline),
             ("configMapRef", source.config_map_ref),
             ("url", source.url),
             ("mcpb", source.mcpb),
-        )
-        if value is not None
-    ]
-    if len(given) != 1:
-        found = ", ".join(given) if given else "none"
-        raise _invalid(f"spec.source: set exactly one of inline, configMapRef, url, mcpb (found: {found})")
+        ),
+    )
 
 
 def _invalid(message: str) -> SourceError:
@@ -272,18 +277,10 @@ async def _resolve_mcpb(
 
 
 def _check_mcpb(source: McpbSource) -> None:
-    given = [
-        name
-        for name, value in (
-            ("url", source.url),
-            ("configMapRef", source.config_map_ref),
-            ("secretRef", source.secret_ref),
-        )
-        if value is not None
-    ]
-    if len(given) != 1:
-        found = ", ".join(given) if given else "none"
-        raise _invalid(f"spec.source.mcpb: set exactly one of url, configMapRef, secretRef (found: {found})")
+    _exactly_one(
+        "spec.source.mcpb",
+        (("url", source.url), ("configMapRef", source.config_map_ref), ("secretRef", source.secret_ref)),
+    )
     if source.url is not None and source.sha256 is None:
         raise _invalid("spec.source.mcpb.sha256: required with url; set it to the archive's SHA-256")
 

@@ -43,10 +43,14 @@ class RecordTooLarge(Exception):
     """The record would not fit in its Secret."""
 
 
+def _compressed(data: Any) -> bytes:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return gzip.compress(text.encode(), compresslevel=6, mtime=0)
+
+
 def encode_record(record: Record) -> bytes:
     """The record as compressed JSON, as stored in the state Secret."""
-    data = json.dumps(record.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return gzip.compress(data.encode(), compresslevel=6, mtime=0)
+    return _compressed(record.model_dump(mode="json"))
 
 
 def decode_record(data: dict[str, str]) -> Record:
@@ -191,5 +195,4 @@ class StateStore:
 
 def projected_size(record: Record, specs: list[dict[str, Any]]) -> int:
     """Roughly how large the record grows once ``specs`` are written: compressed bytes."""
-    data = json.dumps([record.model_dump(mode="json"), specs], sort_keys=True, separators=(",", ":"))
-    return len(gzip.compress(data.encode(), compresslevel=6, mtime=0))
+    return len(_compressed([record.model_dump(mode="json"), specs]))
