@@ -56,7 +56,11 @@ EXAMPLES = ROOT / "examples" / "k8s"
 ENVTEST = ROOT / "tests" / "envtest"
 NAMESPACE = "bundle-demo"
 INSTALLATION = "github-triage"
-CRD_NAMES = ("bundles.bundle-operator.dev", "bundleinstallations.bundle-operator.dev")
+CRD_NAMES = (
+    "bundles.bundle-operator.dev",
+    "bundleinstallations.bundle-operator.dev",
+    "endpoints.bundle-operator.dev",
+)
 READY_TIMEOUT = 180.0
 OPERATOR_START_TIMEOUT = 60.0
 LOG_TAIL_LINES = 40

@@ -344,7 +344,26 @@ def _crd(
     spec: Schema,
     status: Schema,
     columns: list[Schema],
+    validations: list[Schema] | None = None,
 ) -> Schema:
+    root: Schema = {
+        "type": "object",
+        "description": description,
+        "properties": {
+            "apiVersion": {
+                "type": "string",
+                "description": f"The versioned schema of this object: {resources.API_VERSION}.",
+            },
+            "kind": {"type": "string", "description": f"{kind}."},
+            # The apiserver refuses anything else on metadata, a description too.
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        "required": ["spec"],
+    }
+    if validations:
+        root["x-kubernetes-validations"] = validations
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -367,25 +386,7 @@ def _crd(
                     "storage": True,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": columns,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": description,
-                            "properties": {
-                                "apiVersion": {
-                                    "type": "string",
-                                    "description": "The versioned schema of this object: "
-                                    f"{resources.API_VERSION}.",
-                                },
-                                "kind": {"type": "string", "description": f"{kind}."},
-                                # The apiserver refuses anything else on metadata, a description too.
-                                "metadata": {"type": "object"},
-                                "spec": spec,
-                                "status": status,
-                            },
-                            "required": ["spec"],
-                        }
-                    },
+                    "schema": {"openAPIV3Schema": root},
                 }
             ],
         },
@@ -423,10 +424,30 @@ def installation_crd() -> Schema:
     return _crd("BundleInstallation", resources.INSTALLATION_PLURAL, "bi", description, spec, status, columns)
 
 
+def endpoint_crd() -> Schema:
+    """The Endpoint CRD: an installation's gateway served at a URL named after the resource."""
+    spec = model_schema(resources.EndpointSpec, "spec")
+    columns = [
+        *_READY_COLUMNS,
+        _AGE,
+        _column("URL", ".status.url", "Where MCP clients connect.", wide=True),
+        _column("Installation", ".spec.installationRef.name", "The BundleInstallation exposed.", wide=True),
+    ]
+    description = "The gateway of a BundleInstallation, served as one MCP endpoint at {gateway}/{name}/mcp."
+    status = model_schema(resources.EndpointStatus, "status")
+    # The name is the endpoint's URL path segment on the platform, which allows no dots.
+    name_rule = {
+        "rule": f"self.metadata.name.matches('{resources.ENDPOINT_NAME_PATTERN}')",
+        "message": "metadata.name is the endpoint's URL path segment: at most 64 letters, digits, "
+        "'-' or '_', no dots",
+    }
+    return _crd("Endpoint", resources.ENDPOINT_PLURAL, "bep", description, spec, status, columns, [name_rule])
+
+
 def render() -> dict[str, str]:
     """Each CRD's file name and its YAML text."""
     rendered: dict[str, str] = {}
-    for crd in (bundle_crd(), installation_crd()):
+    for crd in (bundle_crd(), installation_crd(), endpoint_crd()):
         text = yaml.safe_dump(crd, sort_keys=False, width=110, allow_unicode=True)
         rendered[f"{crd['metadata']['name']}.yaml"] = HEADER + text
     return rendered

@@ -20,6 +20,7 @@ import kopf
 
 from bundle_operator.k8s.bundle import BundleReconciler
 from bundle_operator.k8s.conditions import is_true
+from bundle_operator.k8s.endpoint import EndpointReconciler, installation_marker
 from bundle_operator.k8s.health import Liveness
 from bundle_operator.k8s.installation import (
     ANNOTATION_INPUTS,
@@ -32,8 +33,20 @@ from bundle_operator.k8s.installation import (
 )
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.logs import object_extra
-from bundle_operator.k8s.metrics import METRICS, InstallationGauges, ReconcileKind, ReconcileResult
-from bundle_operator.k8s.resources import BUNDLE_PLURAL, GROUP, INSTALLATION_PLURAL, VERSION
+from bundle_operator.k8s.metrics import (
+    METRICS,
+    RECONCILE_KINDS,
+    InstallationGauges,
+    ReconcileResult,
+)
+from bundle_operator.k8s.resources import (
+    API_VERSION,
+    BUNDLE_PLURAL,
+    ENDPOINT_PLURAL,
+    GROUP,
+    INSTALLATION_PLURAL,
+    VERSION,
+)
 from bundle_operator.k8s.setup import referenced_secrets
 from bundle_operator.k8s.state import LABEL_INSTALLATION
 
@@ -45,6 +58,8 @@ FINALIZER = f"{GROUP}/finalizer"
 DRIFT_IDLE_SECONDS = 10.0
 KIND = "BundleInstallation"
 TIMER_TICK_SECONDS = 5.0
+# How often an Endpoint's served tools and members' health are read again.
+ENDPOINT_REFRESH_SECONDS = 30.0
 GAUGES = InstallationGauges(METRICS)
 
 
@@ -59,10 +74,18 @@ class Runtime:
     default_platform_url: str | None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     last_run: dict[str, float] = field(default_factory=dict)
+    endpoints: EndpointReconciler | None = None
 
     def lock(self, uid: str) -> asyncio.Lock:
         """One lock per object: the drift timer never runs beside a reconcile of the same object."""
         return self.locks.setdefault(uid, asyncio.Lock())
+
+    def endpoint_reconciler(self) -> EndpointReconciler:
+        """The Endpoints' reconciler, sharing the installations' settings, platform clients and events."""
+        if self.endpoints is None:
+            inst = self.installations
+            self.endpoints = EndpointReconciler(self.kube, inst.settings, inst.platforms, inst.events)
+        return self.endpoints
 
 
 RUNTIME: Runtime | None = None
@@ -142,6 +165,12 @@ def installations_by_target(
     return {(platform_key(url), workspace): peer}
 
 
+@kopf.index(GROUP, VERSION, ENDPOINT_PLURAL, registry=REGISTRY)
+def endpoints_by_installation(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
+    ref = (spec.get("installationRef") or {}).get("name")
+    return {(namespace, ref): name} if isinstance(ref, str) else {}
+
+
 @kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
 def bundles_by_object(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
     source = spec.get("source") or {}
@@ -181,6 +210,18 @@ async def secret_changed(namespace: str | None, name: str, meta: kopf.Meta, **kw
     await _nudge(
         BUNDLE_PLURAL, namespace, kwargs["bundles_by_object"].get(("Secret", namespace, name)), marker
     )
+    # An installation's platform token reaches its Endpoints too; an Endpoint's own credentials
+    # Secret, changed or deleted by someone else, is written again.
+    by_installation = kwargs["endpoints_by_installation"]
+    endpoints = {e for user in users or () for e in by_installation.get((namespace, user), ())}
+    endpoints.update(
+        owner["name"]
+        for owner in meta.get("ownerReferences") or []
+        if owner.get("apiVersion") == API_VERSION and owner.get("kind") == "Endpoint" and owner.get("name")
+    )
+    if kwargs.get("type") == "DELETED":
+        marker = inputs_marker("Secret", name, "deleted")
+    await _nudge(ENDPOINT_PLURAL, namespace, endpoints, marker)
 
 
 @kopf.on.event("", "v1", "configmaps", registry=REGISTRY)
@@ -196,7 +237,7 @@ async def config_map_changed(namespace: str | None, name: str, meta: kopf.Meta, 
 
 
 async def _guarded(
-    kind: ReconcileKind,
+    kind: str,
     body: kopf.Body,
     retry: int,
     run: Callable[[dict[str, Any]], Awaitable[ReconcileResult]],
@@ -237,7 +278,14 @@ async def _guarded(
         )
         raise kopf.TemporaryError(f"unexpected {type(exc).__name__}", delay=backoff(retry)) from None
     finally:
-        METRICS.observe_reconcile(kind, result, time.monotonic() - started)
+        _observe(kind, result, time.monotonic() - started)
+
+
+def _observe(kind: str, result: ReconcileResult, seconds: float) -> None:
+    # The metrics know Bundle and BundleInstallation reconciles only.
+    for known in RECONCILE_KINDS:
+        if kind == known:
+            METRICS.observe_reconcile(known, result, seconds)
 
 
 @kopf.on.resume(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
@@ -372,6 +420,80 @@ PEERS_VIEW = _PeersView()
 
 
 @kopf.on.event(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
-def _installation_event(**kwargs: Any) -> None:
+async def _installation_event(
+    body: kopf.Body, namespace: str | None, name: str, type: str | None, **kwargs: Any
+) -> None:
     PEERS_VIEW.index = kwargs["installations_by_target"]
     runtime().liveness.touch()
+    if namespace is None:
+        return
+    # The Endpoints of this installation run again when what they depend on changes (its gateway
+    # appears or goes, it moves to another platform); its other status writes leave them alone.
+    marker = inputs_marker(
+        "BundleInstallation", name, installation_marker(None if type == "DELETED" else dict(body))
+    )
+    for endpoint in sorted(set(kwargs["endpoints_by_installation"].get((namespace, name), ()))):
+        if ENDPOINT_NUDGES.get((namespace, endpoint)) != marker:
+            await _nudge(ENDPOINT_PLURAL, namespace, [endpoint], marker)
+            ENDPOINT_NUDGES[(namespace, endpoint)] = marker
+
+
+# The last installation marker set on each Endpoint, so an installation's every status write does
+# not cost a patch per Endpoint.
+ENDPOINT_NUDGES: dict[tuple[str, str], str] = {}
+
+
+# --- Endpoint -------------------------------------------------------------------------------------
+
+
+@kopf.on.resume(GROUP, VERSION, ENDPOINT_PLURAL, registry=REGISTRY)
+@kopf.on.create(GROUP, VERSION, ENDPOINT_PLURAL, registry=REGISTRY)
+@kopf.on.update(GROUP, VERSION, ENDPOINT_PLURAL, registry=REGISTRY)
+async def endpoint_changed(body: kopf.Body, retry: int, **_: Any) -> None:
+    async def run(obj: dict[str, Any]) -> ReconcileResult:
+        return await runtime().endpoint_reconciler().reconcile(obj, attempt=retry)
+
+    await _guarded("Endpoint", body, retry, run, plural=ENDPOINT_PLURAL)
+
+
+@kopf.on.delete(GROUP, VERSION, ENDPOINT_PLURAL, registry=REGISTRY)
+async def endpoint_deleted(body: kopf.Body, retry: int, namespace: str | None, name: str, **_: Any) -> None:
+    async def run(obj: dict[str, Any]) -> ReconcileResult:
+        await runtime().endpoint_reconciler().finalize(obj, attempt=retry)
+        return "success"
+
+    await _guarded("Endpoint", body, retry, run)
+    ENDPOINT_NUDGES.pop((namespace or "", name), None)
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    ENDPOINT_PLURAL,
+    registry=REGISTRY,
+    interval=ENDPOINT_REFRESH_SECONDS,
+    initial_delay=ENDPOINT_REFRESH_SECONDS,
+    idle=DRIFT_IDLE_SECONDS,
+)
+async def endpoint_refresh(meta: kopf.Meta, namespace: str | None, name: str, **_: Any) -> None:
+    """Reads the served tools and the members' health again, through the same reconcile; status is
+    written only when something changed. A stalled Endpoint waits for its user instead."""
+    rt = runtime()
+    uid = meta.get("uid", "")
+    if namespace is None:
+        return
+    extra = object_extra("Endpoint", namespace, name, uid)
+    try:
+        fresh = await rt.kube.read_custom(ENDPOINT_PLURAL, namespace, name)
+        if fresh is None or fresh["metadata"].get("uid") != uid or fresh["metadata"].get("deletionTimestamp"):
+            return
+        if _stalled_and_seen(fresh):
+            return
+        async with rt.lock(uid):
+            await rt.endpoint_reconciler().reconcile(fresh)
+            rt.last_run[uid] = time.monotonic()
+        rt.liveness.touch()
+    except Retry as exc:
+        log.info("endpoint refresh will be retried: %s", exc, extra=extra)
+    except Exception:
+        log.exception("endpoint refresh failed", extra=extra)

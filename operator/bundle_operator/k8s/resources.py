@@ -18,6 +18,7 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 BUNDLE_PLURAL = "bundles"
 INSTALLATION_PLURAL = "bundleinstallations"
+ENDPOINT_PLURAL = "endpoints"
 
 
 def _cel(rule: str, message: str) -> dict[str, Any]:
@@ -25,9 +26,9 @@ def _cel(rule: str, message: str) -> dict[str, Any]:
     return {"x-kubernetes-validations": [{"rule": rule, "message": message}]}
 
 
-def _immutable(what: str) -> dict[str, Any]:
+def _immutable(what: str, kind: str = "BundleInstallation") -> dict[str, Any]:
     """A rule refusing any change of the field once the resource exists."""
-    return _cel("self == oldSelf", f"{what} cannot change; create a new BundleInstallation")
+    return _cel("self == oldSelf", f"{what} cannot change; create a new {kind}")
 
 
 # Server-side apply merges conditions one by one, keyed by type, as Kubernetes' own conditions.
@@ -371,4 +372,102 @@ class BundleInstallationStatus(_Model):
         default_factory=list,
         description="Ready, Reconciling, Stalled, Analyzed, Installed, Drifted, Conflict, Activated.",
         json_schema_extra=_CONDITIONS,
+    )
+
+
+# ----------------------------------------------------------------------------------------- Endpoint
+
+# The platform names an endpoint's URL path after it: {gateway}/{name}/mcp.
+ENDPOINT_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$"
+# auth.mode with its default filled in, as CEL sees it in `self` or `oldSelf`.
+_AUTH_MODE = "(has({s}.auth) && has({s}.auth.mode) ? {s}.auth.mode : 'ApiKey')"
+
+
+class InstallationRef(_Model):
+    """The BundleInstallation whose gateway the Endpoint exposes, in the same namespace."""
+
+    name: str = Field(min_length=1, max_length=253, description="The BundleInstallation's name.")
+
+
+class EndpointAuth(_Model):
+    """How clients authenticate to the endpoint."""
+
+    mode: Literal["ApiKey", "OAuth"] = Field(
+        default="ApiKey",
+        description="ApiKey: the platform issues a key, written to credentialsSecretName. OAuth: "
+        "clients sign in; not served by the reference platform (the Endpoint stalls).",
+    )
+
+
+class EndpointSpec(_Model):
+    """A gateway of a BundleInstallation, exposed as one MCP endpoint named after the resource."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"has(self.credentialsSecretName) || {_AUTH_MODE.format(s='self')} == 'OAuth'",
+                    "message": "credentialsSecretName is required when auth.mode is ApiKey (the default)",
+                },
+                {
+                    # On spec, not on auth: a rule on auth would not see auth added where it was left out.
+                    "rule": f"{_AUTH_MODE.format(s='self')} == {_AUTH_MODE.format(s='oldSelf')}",
+                    "message": "auth.mode cannot change (the platform cannot switch an endpoint's auth "
+                    "mode); create a new Endpoint",
+                },
+            ]
+        }
+    )
+
+    installation_ref: InstallationRef = Field(
+        description="The BundleInstallation whose bundle has a gateway section; cannot change.",
+        json_schema_extra=_immutable("installationRef", "Endpoint"),
+    )
+    auth: EndpointAuth = Field(
+        default_factory=EndpointAuth,
+        description="How clients authenticate; its mode cannot change.",
+    )
+    profile: Literal["Default", "ChatGPT"] = Field(
+        default="Default",
+        description="How tools are presented: Default, or ChatGPT (write-as-read annotations).",
+    )
+    enabled: bool = Field(
+        default=True, description="Serve the endpoint; false disables it on the platform without deleting it."
+    )
+    credentials_secret_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="The Secret the issued API key (key apiKey) and the URL (key url) are written to, "
+        "owned by the Endpoint; an existing Secret not owned by it is never overwritten.",
+    )
+
+
+class EndpointMember(_Model):
+    """A member MCP server of the gateway, as the platform last reported it."""
+
+    name: str = Field(description="The member's name, the prefix of its presented tools.")
+    healthy: bool = Field(description="Whether the platform reaches the member.")
+    message: str = Field(default="", description="Why the member is unhealthy; empty when healthy.")
+
+
+class EndpointStatus(_Model):
+    """Where the endpoint is served and what it serves."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this status was computed for."
+    )
+    url: str | None = Field(default=None, description="Where MCP clients connect.")
+    presented_tools: list[str] = Field(
+        default_factory=list,
+        description="The names of the tools the endpoint serves, in the platform's order.",
+    )
+    members: list[EndpointMember] = Field(
+        default_factory=list,
+        description="The gateway's members with their health, refreshed periodically.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready, Reconciling and Stalled.", json_schema_extra=_CONDITIONS
     )

@@ -30,7 +30,10 @@ def load(name: str) -> dict[str, Any]:
     return crd
 
 
-@pytest.fixture(scope="module", params=["bundles", "bundleinstallations"])
+KINDS = ("bundles", "bundleinstallations", "endpoints")
+
+
+@pytest.fixture(scope="module", params=KINDS)
 def crd(request: pytest.FixtureRequest) -> dict[str, Any]:
     return load(f"{request.param}.bundle-operator.dev.yaml")
 
@@ -73,6 +76,7 @@ def test_names_scope_and_subresources(crd: dict[str, Any]) -> None:
     expected = {
         "Bundle": ("bundles", "bdl"),
         "BundleInstallation": ("bundleinstallations", "bi"),
+        "Endpoint": ("endpoints", "bep"),
     }[spec["names"]["kind"]]
     assert (spec["names"]["plural"], spec["names"]["shortNames"]) == (expected[0], [expected[1]])
     assert crd["metadata"]["name"] == f"{expected[0]}.bundle-operator.dev"
@@ -122,7 +126,7 @@ def test_every_field_has_a_description(crd: dict[str, Any]) -> None:
 def test_unknown_fields_are_kept_only_in_free_form_payloads() -> None:
     preserved = {
         path
-        for name in ("bundles", "bundleinstallations")
+        for name in KINDS
         for path, node in walk(schema_of(load(f"{name}.bundle-operator.dev.yaml")))
         if node.get("x-kubernetes-preserve-unknown-fields")
     }
@@ -160,12 +164,42 @@ def test_cross_field_rules_sit_on_the_parents() -> None:
         assert message == f"{field} cannot change; create a new BundleInstallation"
 
 
+def test_endpoint_rules_keep_its_reference_and_auth_mode_and_its_name_a_url_segment() -> None:
+    endpoint = schema_of(load("endpoints.bundle-operator.dev.yaml"))
+    [(message, rule)] = rules(node_at(endpoint, "spec.installationRef")).items()
+    assert (message, rule) == ("installationRef cannot change; create a new Endpoint", "self == oldSelf")
+    spec_rules = rules(node_at(endpoint, "spec"))
+    assert "credentialsSecretName is required when auth.mode is ApiKey (the default)" in spec_rules
+    [transition] = [rule for rule in spec_rules.values() if "oldSelf" in rule]
+    assert "auth.mode" in transition
+    [name_rule] = rules(endpoint).values()
+    assert name_rule == "self.metadata.name.matches('^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$')"
+    members = node_at(endpoint, "status.members")
+    assert (members["x-kubernetes-list-type"], members["x-kubernetes-list-map-keys"]) == ("map", ["name"])
+    assert set(node_at(endpoint, "status")["properties"]) == {
+        "observedGeneration",
+        "url",
+        "presentedTools",
+        "members",
+        "conditions",
+    }
+    assert set(node_at(endpoint, "spec")["properties"]) == {
+        "installationRef",
+        "auth",
+        "profile",
+        "enabled",
+        "credentialsSecretName",
+    }
+    assert node_at(endpoint, "spec.auth.mode")["enum"] == ["ApiKey", "OAuth"]
+    assert node_at(endpoint, "spec.profile")["enum"] == ["Default", "ChatGPT"]
+
+
 def test_keyed_lists_are_list_maps() -> None:
     installation = schema_of(load("bundleinstallations.bundle-operator.dev.yaml"))
     setup = node_at(installation, "spec.setup")
     assert (setup["x-kubernetes-list-type"], setup["x-kubernetes-list-map-keys"]) == ("map", ["key"])
     assert setup["maxItems"] == 200
-    for name in ("bundles", "bundleinstallations"):
+    for name in KINDS:
         conditions = node_at(schema_of(load(f"{name}.bundle-operator.dev.yaml")), "status.conditions")
         assert conditions["x-kubernetes-list-map-keys"] == ["type"]
         assert {"type", "status"} <= set(conditions["items"]["required"])
@@ -255,8 +289,15 @@ def test_printer_columns_show_readiness_version_and_age() -> None:
         ("Workspace", ".spec.workspace", 1),
         ("Bundle", ".spec.bundleRef.name", 1),
     ]
+    assert columns("endpoints") == [
+        ("Ready", f"{ready}.status", 0),
+        ("Reason", f"{ready}.reason", 0),
+        ("Age", ".metadata.creationTimestamp", 0),
+        ("URL", ".status.url", 1),
+        ("Installation", ".spec.installationRef.name", 1),
+    ]
 
 
-def test_main_writes_both_files(tmp_path: Path) -> None:
+def test_main_writes_every_file(tmp_path: Path) -> None:
     assert crdgen.main([str(tmp_path)]) == 0
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(crdgen.render())
