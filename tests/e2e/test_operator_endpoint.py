@@ -234,10 +234,11 @@ def test_endpoint_waits_for_its_installation_and_never_takes_a_foreign_secret(
     assert reconciling["reason"] == "InstallationNotFound"
     assert f"BundleInstallation '{INSTALLATION}'" in reconciling["message"]
 
-    # The installation arrives later: the Endpoint goes on by itself.
+    # The installation arrives later: the Endpoint goes on by itself, nudged by the installation's
+    # change well before its refresh timer (30 s after it was created) would look again.
     apply_installation(kubectl, namespace, tmp_path)
     wait_ready(kubectl, "bundleinstallation", INSTALLATION, namespace)
-    wait_ready(kubectl, "bep", name, namespace, timeout=120)
+    wait_ready(kubectl, "bep", name, namespace, timeout=20)
 
     # A second Endpoint whose Secret name belongs to someone else stalls and creates nothing.
     other = f"{name}-b"
@@ -298,6 +299,9 @@ def test_oauth_endpoint_stalls_and_creates_nothing(
         "apply", "-n", namespace, "-f", str(write(tmp_path, "e3.yaml", keyless)), check=False
     )
     assert refused.returncode != 0 and "credentialsSecretName is required" in refused.stderr
+    moved = {**manifest, "spec": {"installationRef": {"name": "another"}, "auth": {"mode": "OAuth"}}}
+    refused = kubectl.run("apply", "-n", namespace, "-f", str(write(tmp_path, "e5.yaml", moved)), check=False)
+    assert refused.returncode != 0 and "installationRef cannot change" in refused.stderr
     dotted = endpoint_manifest("has.dots")
     refused = kubectl.run(
         "apply", "-n", namespace, "-f", str(write(tmp_path, "e4.yaml", dotted)), check=False

@@ -540,10 +540,13 @@ class EndpointReconciler:
                 )
             return await self._converge(body, spec, status, target, secret)
         except Waiting as exc:
+            # Not a kopf retry: a delayed handler would not run before its delay is out, however
+            # soon the installation changes. Its changes nudge the Endpoint, and the refresh timer
+            # looks again in the meantime.
             status.served(_cleared())
             status.conditions(cond.progressing(exc.reason, exc.message))
             await status.write(observed=False)
-            raise Retry(exc.message, backoff(attempt, base=5.0, cap=60.0)) from None
+            return "retry"
         except SetupProblem as exc:
             status.conditions(cond.stalled(exc.reason, exc.message))
             await status.write()
@@ -581,6 +584,7 @@ class EndpointReconciler:
         assert spec.credentials_secret_name is not None
         paused = is_paused(body)
         pending: list[str] = []
+        done: list[str] = []
         platform, workspace = target.platform, target.workspace
         endpoint = await self._find(target, name)
         issued: SecretStr | None = None
@@ -590,6 +594,7 @@ class EndpointReconciler:
             else:
                 endpoint = await self._create(target, name, uid, spec)
                 issued = endpoint.api_key
+                done.append(f"created {endpoint.id}")
                 await self.events.post(
                     body, "Normal", "Created", f"created platform endpoint {endpoint.id} at {endpoint.url}"
                 )
@@ -609,6 +614,7 @@ class EndpointReconciler:
                 endpoint = await platform.update(
                     workspace, kinds.ENDPOINTS, endpoint.id, update, revision=endpoint.revision
                 )
+                done.append(f"set {what}")
                 await self.events.post(
                     body, "Normal", "Updated", f"set {what} on platform endpoint {endpoint.id}"
                 )
@@ -622,6 +628,7 @@ class EndpointReconciler:
                 )
             elif need is not None:
                 issued = await platform.issue_endpoint_key(workspace, endpoint.id)
+                done.append(f"issued a key ({need})")
             if issued is not None:
                 REDACTOR.add(issued.get_secret_value())
             if not paused and (
@@ -632,6 +639,7 @@ class EndpointReconciler:
                 await self._write_secret(
                     body, spec.credentials_secret_name, secret, issued, endpoint, rotation
                 )
+                done.append(f"wrote Secret '{spec.credentials_secret_name}'")
                 if need == "rotation":
                     await self.events.post(
                         body,
@@ -670,6 +678,12 @@ class EndpointReconciler:
         else:
             status.conditions(ready_conditions(spec, view, paused=paused))
         await status.write()
+        if done:
+            log.info(
+                "endpoint reconciled: %s",
+                "; ".join(done),
+                extra=object_extra(KIND, meta.get("namespace"), name, uid),
+            )
         return "success"
 
     async def _write_secret(
