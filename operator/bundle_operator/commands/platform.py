@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=DEFAULT_GITHUB_BASE_URL,
         help=f"where GitHub skills' SKILL.md files are fetched from (default {DEFAULT_GITHUB_BASE_URL})",
     )
+    run.add_argument(
+        "--discovery-interval",
+        type=float,
+        default=60.0,
+        help="seconds between discoveries of each gateway member (default 60; list_changed comes sooner)",
+    )
     run.set_defaults(func=_serve)
 
     check = actions.add_parser("check", help="check that a platform answers, with the token if one is needed")
@@ -58,6 +64,9 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         print("bundlectl platform serve: --port must be 0..65535", file=sys.stderr)
         return EXIT_USAGE
+    if not 0.1 <= args.discovery_interval <= 86400:
+        print("bundlectl platform serve: --discovery-interval must be 0.1..86400 seconds", file=sys.stderr)
+        return EXIT_USAGE
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     config = ServerConfig(
         db_path=args.db,
@@ -65,6 +74,7 @@ def _serve(args: argparse.Namespace) -> int:
         fault_injection=args.enable_fault_injection,
         public_url=args.public_url,
         github_base_url=args.github_base_url,
+        discovery_interval=args.discovery_interval,
     )
 
     def ready(url: str) -> None:

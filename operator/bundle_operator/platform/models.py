@@ -626,6 +626,20 @@ class ApiKeyIssued(ApiModel):
     api_key: IssuedSecret
 
 
+class GatewayAuditEntry(ApiModel):
+    """One tool call through an endpoint of the bundle; arguments are never recorded."""
+
+    at: str
+    bundle: str
+    endpoint: str
+    presented_name: str
+    member: str | None
+    tool: str | None
+    duration_ms: float
+    outcome: Literal["ok", "tool_error", "error", "refused"]
+    error: str | None
+
+
 class IdempotencyRecord(ApiModel):
     """What a create sent with an Idempotency-Key made, for finding it again after a crash."""
 

@@ -57,9 +57,15 @@ Conventions:
 - With a token configured, every route but `/healthz` needs `Authorization: Bearer <token>`.
 - What exists for an agent to use: `GET /v1/workspaces/{workspace}/models` lists the models an
   agent's `model` may name (`default` is the model an agent runs on without one of its own); the
-  tools an agent can use are the workspace's MCP instances (`GET .../mcp-instances?name=`), each
-  serving the tools its server spec's `catalog` declares. The reference platform lists a fixed
-  set of models and does not refuse an agent that names another.
+  tools an agent can use are the workspace's MCP instances (`GET .../mcp-instances?name=`). The
+  reference platform lists a fixed set of models and does not refuse an agent that names another.
+- The gateway discovers what each url member offers with an MCP client (tools, prompts and
+  resources, up to 500 each) when it joins or changes, when the member says its lists changed,
+  and on a timer; a member's `healthy` and `message` come from its last discovery. A server spec
+  that declares a `catalog` is not discovered: the catalog stands in for it (a test seam).
+- Each enabled endpoint is a streamable-HTTP MCP server at its `url` (`{public}/{name}/mcp`, on
+  this same listener, outside this document); an ApiKey endpoint wants `Authorization: Bearer
+  <key>` with its current key, a disabled one answers `403`.
 
 Platform rules the reference platform enforces: MCP server specs are checked per type, command
 runtimes are limited to npx, uvx, uv, python, python3, node, bunx and deno, and an env or header
@@ -310,6 +316,14 @@ def operations() -> list[Op]:
             response=m.GatewayBundle,
             errors=(400, 401, 404, 409, 422),
             etag=True,
+        ),
+        Op(
+            "get",
+            f"{GW}/audit",
+            "list_gateway_audit",
+            "List the latest tool calls through the bundle's endpoints, newest first",
+            g,
+            response=page_of(m.GatewayAuditEntry),
         ),
         Op(
             "get",

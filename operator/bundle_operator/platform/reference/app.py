@@ -13,7 +13,9 @@ from bundle_operator.platform.reference import endpoint_routes, faults, idempote
 from bundle_operator.platform.reference.agent_rules import AgentRules, ChannelRules, PolicyRules, TriggerRules
 from bundle_operator.platform.reference.bundle_rules import EndpointRules, GatewayBundleRules
 from bundle_operator.platform.reference.context import CONTEXT, Context, ServerConfig
+from bundle_operator.platform.reference.discovery import DiscoveryService
 from bundle_operator.platform.reference.entity_routes import EntityRoutes
+from bundle_operator.platform.reference.gateway_mcp import ROUTE_NAME, Gateway, mcp_path_prefix
 from bundle_operator.platform.reference.gateway_routes import GatewayRoutes
 from bundle_operator.platform.reference.http import json_response
 from bundle_operator.platform.reference.kind_rules import KindRules
@@ -83,6 +85,8 @@ def auth_middleware(token: str | None) -> Middleware:
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if token is None or request.path == "/healthz":
             return await handler(request)
+        if request.match_info.route.name == ROUTE_NAME:
+            return await handler(request)  # endpoints check their own keys
         given = request.headers.get("Authorization", "")
         scheme, _, value = given.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
@@ -112,7 +116,14 @@ def create_app(config: ServerConfig) -> web.Application:
     if config.public_url:
         ctx.public_url = config.public_url
     app[CONTEXT] = ctx
+    gateway = Gateway(ctx.store)
+    discovery = DiscoveryService(ctx.store, interval=config.discovery_interval)
     app.router.add_get("/healthz", health)
+    # Endpoints answer MCP on the API's own listener, under the public URL's path.
+    app.router.add_route(
+        "*", f"{mcp_path_prefix(config.public_url)}/{{endpoint}}/mcp", gateway.handle, name=ROUTE_NAME
+    )
+    app.router.add_get("/v1/workspaces/{workspace}/gateway-bundles/{bundle_id}/audit", gateway.audit_route)
     for rules in RULES:
         EntityRoutes(rules).register(app)
     GatewayRoutes().register(app)
@@ -123,8 +134,12 @@ def create_app(config: ServerConfig) -> web.Application:
 
     async def open_store(app: web.Application) -> None:
         await ctx.store.open()
+        gateway.start()
+        discovery.start()
 
     async def close_all(app: web.Application) -> None:
+        await discovery.stop()
+        await gateway.stop()
         if ctx.session is not None:
             await ctx.session.close()
         await ctx.store.close()

@@ -25,6 +25,8 @@ class ServerConfig:
     public_url: str | None = None
     github_base_url: str = DEFAULT_GITHUB_BASE_URL
     github_timeout: float = 10.0
+    # Seconds between discoveries of a gateway member (a member's list_changed comes sooner).
+    discovery_interval: float = 60.0
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """Routes inside a gateway bundle: members, tool curation, members' prompts and resources,
 the bundle's own prompts and resources, and rename.
 
-A member's tools, prompts and resources come from the ``catalog`` of the instance's server spec
-(the reference platform has no upstream to discover them from). Curation may be stored for an
-entry the catalog does not list: it is shown ``stale`` and kept until the entry comes back.
+A member's tools, prompts and resources are what discovery last found on it (see discovery.py;
+a server spec's declared ``catalog`` stands in for discovery in tests). Curation may be stored for
+an entry the member does not list, or lists no more: it is shown ``stale`` and kept until the
+entry comes back. While a member fails discovery, all of its entries show stale.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from bundle_operator.platform.models import (
 from bundle_operator.platform.reference import gateway_rules as rules
 from bundle_operator.platform.reference.bundle_rules import check_bundle_name_free
 from bundle_operator.platform.reference.context import Context
+from bundle_operator.platform.reference.discovery import Offer, member_offer
 from bundle_operator.platform.reference.http import (
     context,
     json_response,
@@ -75,11 +77,8 @@ def _page_by_member(
     return page_in_order(request, views, "id", lambda view: positions[view["member"]])
 
 
-def _catalog(tx: Tx, ws: str, member: Row) -> dict[str, Any]:
-    instance = tx.get(ws, kinds.MCP_INSTANCES.path, member.data["mcp_instance_id"])
-    server = tx.get(ws, kinds.MCP_SERVERS.path, instance.data["server_id"]) if instance else None
-    empty: dict[str, Any] = {"tools": [], "prompts": [], "resources": []}
-    return server.data.get("catalog", empty) if server else empty
+def _offer(tx: Tx, ws: str, member: Row) -> Offer:
+    return member_offer(tx, ws, str(member.data["mcp_instance_id"]))
 
 
 def _put_entry(tx: Tx, bundle: Row, kind: str, name: str, data: dict[str, Any]) -> None:
@@ -92,15 +91,15 @@ def _put_entry(tx: Tx, bundle: Row, kind: str, name: str, data: dict[str, Any]) 
 
 def _member_view(tx: Tx, ws: str, member: Row) -> dict[str, Any]:
     instance = tx.get(ws, kinds.MCP_INSTANCES.path, member.data["mcp_instance_id"])
-    healthy = instance is not None
+    offer = _offer(tx, ws, member)
     return {
         "name": member.key,
         "mcp_instance_id": member.data["mcp_instance_id"],
         "enabled": member.data["enabled"],
         "position": member.data["position"],
         "url": instance_url(tx, ws, instance) if instance else None,
-        "healthy": healthy,
-        "message": "" if healthy else "the MCP instance no longer exists",
+        "healthy": offer.healthy,
+        "message": offer.message,
     }
 
 
@@ -112,7 +111,8 @@ def tool_views(tx: Tx, ws: str, bundle: Row) -> list[dict[str, Any]]:
     curated = {row.name: row.data for row in tx.entries(bundle.id, rules.TOOL)}
     views: list[dict[str, Any]] = []
     for member in _members(tx, bundle):
-        offered = {tool["name"]: tool for tool in _catalog(tx, ws, member)["tools"]}
+        offer = _offer(tx, ws, member)
+        offered = {tool["name"]: tool for tool in offer.tools}
         stale = [
             c["tool"] for c in curated.values() if c["member"] == member.key and c["tool"] not in offered
         ]
@@ -133,7 +133,7 @@ def tool_views(tx: Tx, ws: str, bundle: Row) -> list[dict[str, Any]]:
                     "override_description": curation.get("override_description"),
                     "override_annotations": curation.get("override_annotations"),
                     "definition": offered.get(tool),
-                    "stale": tool not in offered,
+                    "stale": tool not in offered or not offer.fresh,
                     "shadowed_by": None,
                 }
             )
@@ -195,7 +195,8 @@ def _entry_views(tx: Tx, ws: str, bundle: Row, what: str, curated_kind: str) -> 
     views: list[dict[str, Any]] = []
     key = "name" if what == "prompts" else "uri"
     for member in _members(tx, bundle):
-        offered = {entry[key]: entry for entry in _catalog(tx, ws, member)[what]}
+        offer = _offer(tx, ws, member)
+        offered = {entry[key]: entry for entry in offer.entries(what)}
         stale = [c[key] for c in curated.values() if c["member"] == member.key and c[key] not in offered]
         for entry in [*offered, *stale]:
             if what == "prompts":
@@ -211,7 +212,7 @@ def _entry_views(tx: Tx, ws: str, bundle: Row, what: str, curated_kind: str) -> 
                 "title": curation.get("title"),
                 "description": curation.get("description"),
                 "definition": offered.get(entry),
-                "stale": entry not in offered,
+                "stale": entry not in offered or not offer.fresh,
             }
             if what == "prompts":
                 view["presented_name"] = entry_id

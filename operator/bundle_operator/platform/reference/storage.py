@@ -130,6 +130,9 @@ class Tx:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        # Whether this transaction changed anything: the gateway's cached views follow the store
+        # by a generation number that only writes advance.
+        self.wrote = False
 
     def insert(
         self,
@@ -142,6 +145,7 @@ class Tx:
         parent: str | None = None,
     ) -> Row:
         """Store a new entity at revision 1."""
+        self.wrote = True
         stamp = now_iso()
         cur = self._conn.execute(
             "INSERT INTO entities (workspace, kind, id, parent, name, revision, data, created_at, updated_at)"
@@ -170,6 +174,7 @@ class Tx:
 
     def update(self, row: Row, data: dict[str, Any], *, name: str | None = None) -> Row:
         """Replace an entity's data and bump its revision."""
+        self.wrote = True
         stamp = now_iso()
         new_name = row.name if name is None else name
         self._conn.execute(
@@ -191,6 +196,7 @@ class Tx:
 
     def delete(self, entity_id: str) -> None:
         """Remove an entity, its entries and any secret value stored under its id."""
+        self.wrote = True
         self._conn.execute("DELETE FROM entities WHERE id = ? OR parent = ?", (entity_id, entity_id))
         # An exact prefix: in LIKE, the '_' every id holds would match any character.
         prefix = f"{entity_id}:"
@@ -235,6 +241,11 @@ class Tx:
         )
         return [_row(r) for r in rows]
 
+    def every(self, kind: str) -> list[Row]:
+        """Every row of a kind in every workspace, in creation order (the gateway's own bookkeeping)."""
+        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM entities WHERE kind = ? ORDER BY seq", (kind,))
+        return [_row(r) for r in rows]
+
     def holders(self, workspace: str, kinds: Iterable[str], entity_id: str) -> list[Row]:
         """Entities of ``kinds`` whose data mention ``entity_id`` (ids are unique random strings)."""
         kinds = list(kinds)
@@ -261,6 +272,7 @@ class Tx:
 
     def set_hidden(self, row: Row, field: str, value: Any) -> None:
         """Set a hidden ('_') data field without a new revision: nothing a client sees changes."""
+        self.wrote = True
         assert field.startswith("_")
         self._conn.execute(
             "UPDATE entities SET data = json_set(data, ?, json(?)) WHERE id = ?",
@@ -299,6 +311,7 @@ class Tx:
 
     def put_secret(self, key: str, value: str) -> None:
         """Store a secret value under ``key`` (a secret's id, or ``<entity id>:<purpose>``)."""
+        self.wrote = True
         self._conn.execute(
             "INSERT INTO secret_values (id, value) VALUES (?, ?)"
             " ON CONFLICT (id) DO UPDATE SET value = excluded.value",
@@ -318,6 +331,9 @@ class Store:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="platform-db")
         self._conn: sqlite3.Connection | None = None
+        # Advanced by every transaction that wrote; listeners hear of each advance.
+        self.generation = 0
+        self._listeners: list[Callable[[int], None]] = []
 
     def _open(self) -> None:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -332,22 +348,32 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
 
-    def _run(self, fn: Callable[[Tx], T]) -> T:
+    def _run(self, fn: Callable[[Tx], T]) -> tuple[T, bool]:
         conn = self._conn
         if conn is None:
             raise RuntimeError("the store is not open")
         conn.execute("BEGIN IMMEDIATE")
+        tx = Tx(conn)
         try:
-            result = fn(Tx(conn))
+            result = fn(tx)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-        return result
+        return result, tx.wrote
 
     async def transact(self, fn: Callable[[Tx], T]) -> T:
         """Run ``fn`` in one transaction on the writer thread; an exception rolls it back."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._run, fn)
+        result, wrote = await asyncio.get_running_loop().run_in_executor(self._executor, self._run, fn)
+        if wrote:
+            self.generation += 1
+            for listener in list(self._listeners):
+                listener(self.generation)
+        return result
+
+    def listen(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener`` with the new generation after every transaction that wrote."""
+        self._listeners.append(listener)
 
     def _close(self) -> None:
         if self._conn is not None:

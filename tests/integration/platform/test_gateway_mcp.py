@@ -1,0 +1,345 @@
+"""The gateway speaks MCP: members discovered with a real client, endpoints served to real clients.
+
+The reference platform runs as a subprocess; the two members are real MCP servers (tests/
+mcp_members.py) on loopback; every client here is the official `mcp` Client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import PromptReference
+from platform_builders import key
+from platform_harness import TOKEN, PlatformProcess, start_platform
+
+from bundle_operator.platform import kinds
+from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.models import (
+    EndpointCreate,
+    EndpointUpdate,
+    GatewayBundleCreate,
+    GatewayBundleUpdate,
+    GatewayEntryCuration,
+    GatewayMemberPut,
+    GatewayPromptPut,
+    GatewayResourcePut,
+    GatewayToolCuration,
+    McpInstanceCreate,
+    McpServerCreate,
+)
+
+# This folder is on sys.path as itself (no __init__.py); the members live in the tests package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from tests.mcp_members import Members, running_members
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+
+@pytest.fixture(scope="module")
+def gateway_platform(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A platform of its own with quick rediscovery, so a timer refresh shows within a test."""
+    db = tmp_path_factory.mktemp("gateway") / "platform.db"
+    running = start_platform(db, "--token", TOKEN, "--discovery-interval", "2")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+async def members() -> AsyncIterator[Members]:
+    async with running_members() as running:
+        yield running
+
+
+@pytest.fixture
+async def api(gateway_platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
+    async with PlatformClient(gateway_platform.url, token=TOKEN, timeout=10.0) as client:
+        yield client
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 15.0, what: str = "") -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"not within {within}s: {what}")
+
+
+async def member(api: PlatformClient, ws: str, bundle_id: str, name: str, url: str) -> None:
+    server = await api.create(
+        ws, kinds.MCP_SERVERS, McpServerCreate(name=name, type="url", endpoint_url=url), idempotency_key=key()
+    )
+    inst = await api.create(
+        ws, kinds.MCP_INSTANCES, McpInstanceCreate(server_id=server.id, name=name), idempotency_key=key()
+    )
+    await api.put_member(ws, bundle_id, name, GatewayMemberPut(mcp_instance_id=inst.id))
+
+
+async def assistant(api: PlatformClient, ws: str, members: Members) -> str:
+    """A bundle of both members with curation, an own prompt embedding an own resource."""
+    bundle = await api.create(
+        ws,
+        kinds.GATEWAY_BUNDLES,
+        GatewayBundleCreate(name=f"assistant-{ws}", description="Weather and notes for planning"),
+        idempotency_key=key(),
+    )
+    await member(api, ws, bundle.id, "weather", members.url("weather"))
+    await member(api, ws, bundle.id, "notes", members.url("notes"))
+
+    async def discovered() -> bool:
+        listed = await api.list_members(ws, bundle.id)
+        return all(m.healthy for m in listed) and len(await api.list_tools(ws, bundle.id)) >= 4
+
+    await eventually(discovered, what="both members discovered")
+    await api.put_tool(
+        ws,
+        bundle.id,
+        "weather__forecast",
+        GatewayToolCuration(
+            override_name="get_forecast",
+            override_description="Seven-day forecast for a city.",
+            override_annotations={"openWorldHint": True, "title": None},
+        ),
+    )
+    await api.put_tool(ws, bundle.id, "weather__echo", GatewayToolCuration(enabled=False))
+    await api.put_resource(
+        ws,
+        bundle.id,
+        GatewayResourcePut(name="guides/style", title="House style", content="# Style\n\nBe brief."),
+    )
+    await api.put_prompt(
+        ws,
+        bundle.id,
+        GatewayPromptPut.model_validate(
+            {
+                "name": "plan",
+                "title": "Plan a day",
+                "arguments": [
+                    {"name": "city", "required": True},
+                    {"name": "mood", "values": ["Calm", "busy", "CHEERFUL"]},
+                ],
+                "messages": [
+                    {"role": "user", "text": "Plan {{city}} as a {{mood}} day."},
+                    {"role": "user", "resource": "guides/style"},
+                ],
+            }
+        ),
+    )
+    return bundle.id
+
+
+async def endpoint(
+    api: PlatformClient, ws: str, bundle_id: str, profile: str = "Default"
+) -> tuple[str, str, str]:
+    created = await api.create(
+        ws,
+        kinds.ENDPOINTS,
+        EndpointCreate.model_validate(
+            {"name": f"ep-{profile.lower()}-{ws}", "gateway_bundle_id": bundle_id, "profile": profile}
+        ),
+        idempotency_key=key(),
+    )
+    assert created.api_key is not None
+    return created.id, created.url, created.api_key.get_secret_value()
+
+
+def connect(url: str, api_key: str, **options: Any) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {api_key}"})
+    return Client(streamable_http_client(url, http_client=http), cache=None, **options)
+
+
+async def test_a_client_sees_the_curated_bundle_and_calls_through(
+    api: PlatformClient, members: Members
+) -> None:
+    ws = f"gw-{key()[:8]}"
+    bundle_id = await assistant(api, ws, members)
+    _, url, api_key = await endpoint(api, ws, bundle_id)
+
+    async with connect(url, api_key) as client:
+        assert client.instructions == "Weather and notes for planning"
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == {"get_forecast", "weather__set_alert", "notes__add_note"}
+        forecast = tools["get_forecast"]
+        assert forecast.description == "Seven-day forecast for a city."
+        annotations = forecast.annotations.model_dump(by_alias=True, exclude_none=True)  # type: ignore[union-attr]
+        # Shallow merge: upstream readOnlyHint kept, openWorldHint added, title removed by null.
+        assert annotations == {"readOnlyHint": True, "openWorldHint": True}
+        assert forecast.input_schema["required"] == ["city"]
+
+        result = await client.call_tool("get_forecast", {"city": "Oslo"})
+        assert result.content[0].text == "forecast for Oslo: sunny"  # type: ignore[union-attr]
+        with pytest.raises(MCPError, match="disabled"):
+            await client.call_tool("weather__echo", {"text": "hi"})
+        with pytest.raises(MCPError, match="no tool"):
+            await client.call_tool("weather__nothing", {})
+
+        prompts = [p.name for p in (await client.list_prompts()).prompts]
+        assert prompts == ["plan", "notes__summarize"]
+        rendered = await client.get_prompt("plan", {"city": "Oslo"})
+        assert rendered.messages[0].content.text == "Plan Oslo as a  day."  # type: ignore[union-attr]
+        embedded = rendered.messages[1].content
+        assert embedded.resource.text == "# Style\n\nBe brief."  # type: ignore[union-attr]
+        with pytest.raises(MCPError, match="city"):
+            await client.get_prompt("plan", {})
+        member_prompt = await client.get_prompt("notes__summarize", {"topic": "milk"})
+        assert "milk" in member_prompt.messages[0].content.text  # type: ignore[union-attr]
+        completion = await client.complete(PromptReference(name="plan"), {"name": "mood", "value": "c"})
+        assert completion.completion.values == ["Calm", "CHEERFUL"]
+
+        uris = [str(r.uri) for r in (await client.list_resources()).resources]
+        assert uris == ["bundle://resources/guides/style", "notes://today"]
+        own = await client.read_resource("bundle://resources/guides/style")
+        assert own.contents[0].text == "# Style\n\nBe brief."  # type: ignore[union-attr]
+        theirs = await client.read_resource("notes://today")
+        assert theirs.contents[0].text == "buy milk"  # type: ignore[union-attr]
+        with pytest.raises(MCPError):
+            await client.read_resource("bundle://resources/secret-note")
+
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        answer = await http.get(f"{api.base_url}/v1/workspaces/{ws}/gateway-bundles/{bundle_id}/audit")
+    audit = answer.json()["items"]
+    outcomes = [(e["presented_name"], e["member"], e["outcome"]) for e in audit]
+    assert ("get_forecast", "weather", "ok") in outcomes
+    assert ("weather__echo", "weather", "refused") not in outcomes  # refused calls name no member
+    assert any(e["presented_name"] == "weather__echo" and e["outcome"] == "refused" for e in audit)
+    assert all("Oslo" not in str(e) for e in audit)  # arguments never reach the audit log
+
+
+async def test_the_chatgpt_profile_presents_writes_as_reads_unless_overridden(
+    api: PlatformClient, members: Members
+) -> None:
+    ws = f"gw-{key()[:8]}"
+    bundle_id = await assistant(api, ws, members)
+    _, url, api_key = await endpoint(api, ws, bundle_id, profile="ChatGPT")
+    async with connect(url, api_key) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        alert = tools["weather__set_alert"].annotations
+        assert alert is not None and alert.read_only_hint is True and alert.destructive_hint is None
+    keep_destructive = GatewayToolCuration(override_annotations={"destructiveHint": True})
+    await api.put_tool(ws, bundle_id, "weather__set_alert", keep_destructive)
+    async with connect(url, api_key) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        alert = tools["weather__set_alert"].annotations
+        assert alert is not None and alert.read_only_hint is False and alert.destructive_hint is True
+
+
+async def test_keys_disabled_endpoints_and_rotation(api: PlatformClient, members: Members) -> None:
+    ws = f"gw-{key()[:8]}"
+    bundle_id = await assistant(api, ws, members)
+    endpoint_id, url, api_key = await endpoint(api, ws, bundle_id)
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(url, json={})).status_code == 401
+        assert (await http.post(url, json={}, headers={"Authorization": "Bearer wrong"})).status_code == 401
+
+    new_key = (await api.issue_endpoint_key(ws, endpoint_id)).get_secret_value()
+    with pytest.raises(Exception):  # noqa: B017 - the old key is refused at the door (401)
+        async with connect(url, api_key) as client:
+            await client.list_tools()
+    async with connect(url, new_key) as client:
+        assert len((await client.list_tools()).tools) == 3
+
+    current = await api.get(ws, kinds.ENDPOINTS, endpoint_id)
+    disable = EndpointUpdate(enabled=False)
+    await api.update(ws, kinds.ENDPOINTS, endpoint_id, disable, revision=current.revision)
+    async with httpx.AsyncClient() as http:
+        refused = await http.post(url, json={}, headers={"Authorization": f"Bearer {new_key}"})
+        assert refused.status_code == 403
+        assert (await http.post(url.replace("/ep-", "/nope-"), json={})).status_code == 404
+
+
+async def test_changes_reach_connected_clients_as_list_changed(api: PlatformClient, members: Members) -> None:
+    ws = f"gw-{key()[:8]}"
+    bundle_id = await assistant(api, ws, members)
+    _, url, api_key = await endpoint(api, ws, bundle_id)
+
+    # 2026-07-28 clients listen on a subscriptions/listen stream.
+    async with (
+        connect(url, api_key) as client,
+        client.listen(tools_list_changed=True, prompts_list_changed=True) as subscription,
+    ):
+        events = subscription.__aiter__()
+        await api.put_tool(ws, bundle_id, "notes__add_note", GatewayToolCuration(override_name="remember"))
+        await asyncio.wait_for(events.__anext__(), timeout=10)
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "remember" in names and "notes__add_note" not in names
+
+    # Handshake-era clients get notifications on their session.
+    seen: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        method = getattr(message, "method", None) or getattr(getattr(message, "root", None), "method", None)
+        if method:
+            seen.append(method)
+
+    async with connect(url, api_key, mode="legacy", message_handler=on_message) as client:
+        capabilities = client.server_capabilities
+        assert capabilities.tools and capabilities.tools.list_changed
+        assert capabilities.prompts and capabilities.prompts.list_changed
+        assert capabilities.resources and capabilities.resources.list_changed
+        await client.list_tools()
+        await asyncio.sleep(0.5)  # the standalone GET stream opens after initialized
+        current = await api.get(ws, kinds.GATEWAY_BUNDLES, bundle_id)
+        await api.update(
+            ws,
+            kinds.GATEWAY_BUNDLES,
+            bundle_id,
+            GatewayBundleUpdate(description="Changed"),
+            revision=current.revision,
+        )
+        await api.put_member_prompt(ws, bundle_id, "notes", "summarize", GatewayEntryCuration(enabled=False))
+
+        async def prompts_changed() -> bool:
+            return "notifications/prompts/list_changed" in seen
+
+        await eventually(prompts_changed, within=10, what="prompts list_changed on the legacy session")
+        assert [p.name for p in (await client.list_prompts()).prompts] == ["plan"]
+
+        await api.put_member_resource(
+            ws, bundle_id, "notes", "notes://today", GatewayEntryCuration(enabled=False)
+        )
+
+        async def resources_changed() -> bool:
+            return "notifications/resources/list_changed" in seen
+
+        await eventually(resources_changed, within=10, what="resources list_changed")
+        with pytest.raises(MCPError):
+            await client.read_resource("notes://today")
+
+
+async def test_discovery_follows_the_member_and_reports_health(api: PlatformClient, members: Members) -> None:
+    ws = f"gw-{key()[:8]}"
+    bundle_id = await assistant(api, ws, members)
+    _, url, api_key = await endpoint(api, ws, bundle_id)
+
+    # The member's own list_changed brings its new tool to the gateway and on to clients.
+    await members.add_tool("weather", "radar", "Radar images")
+
+    async def radar_served() -> bool:
+        async with connect(url, api_key) as client:
+            return "weather__radar" in {t.name for t in (await client.list_tools()).tools}
+
+    await eventually(radar_served, what="the new tool through the gateway")
+
+    # A member that stops answering turns unhealthy with the reason; its curation stays.
+    await member(api, ws, bundle_id, "gone", "http://127.0.0.1:9/mcp")
+
+    async def gone_unhealthy() -> bool:
+        listed = {m.name: m for m in await api.list_members(ws, bundle_id)}
+        return not listed["gone"].healthy and "discovery failed" in listed["gone"].message
+
+    await eventually(gone_unhealthy, what="an unreachable member reported unhealthy")
+    listed = {m.name: m for m in await api.list_members(ws, bundle_id)}
+    assert listed["weather"].healthy and listed["weather"].message == ""
+    tools = {t.id: t for t in await api.list_tools(ws, bundle_id)}
+    assert tools["weather__forecast"].override_name == "get_forecast"
