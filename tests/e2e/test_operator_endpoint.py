@@ -240,6 +240,17 @@ def test_endpoint_waits_for_its_installation_and_never_takes_a_foreign_secret(
     wait_ready(kubectl, "bundleinstallation", INSTALLATION, namespace)
     wait_ready(kubectl, "bep", name, namespace, timeout=20)
 
+    # Its Secret deleted by someone: a new key is issued into a new one (a key is never read back).
+    first_key = secret_data(kubectl, f"{name}-key", namespace)["apiKey"]
+    kubectl.run("delete", "secret", f"{name}-key", "-n", namespace)
+
+    def rewritten() -> str | None:
+        found = kubectl.get_or_none("secret", f"{name}-key", namespace)
+        key = base64.b64decode((found or {}).get("data", {}).get("apiKey", "")).decode()
+        return key if key and key != first_key else None
+
+    wait_until(rewritten, 20, "the credentials Secret written again")
+
     # A second Endpoint whose Secret name belongs to someone else stalls and creates nothing.
     other = f"{name}-b"
     kubectl.run("create", "secret", "generic", "users-own", "-n", namespace, "--from-literal=apiKey=mine")

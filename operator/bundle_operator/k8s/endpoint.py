@@ -151,6 +151,18 @@ def owned_by(obj: dict[str, Any], uid: str) -> bool:
     return any(isinstance(o, dict) and o.get("uid") == uid for o in owners)
 
 
+def predecessor_owns(obj: dict[str, Any], name: str) -> bool:
+    """Whether ``obj`` belongs to an Endpoint of the same name that was deleted (another uid)."""
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(
+        isinstance(o, dict)
+        and o.get("apiVersion") == API_VERSION
+        and o.get("kind") == KIND
+        and o.get("name") == name
+        for o in owners
+    )
+
+
 def rotation_request(body: dict[str, Any]) -> str:
     """The value of the rotate-key annotation ('' when there is none)."""
     annotations = (body.get("metadata") or {}).get("annotations") or {}
@@ -532,6 +544,12 @@ class EndpointReconciler:
             target = await self._target(namespace, spec)
             secret = await self.kube.read_secret(namespace, spec.credentials_secret_name)
             if secret is not None and not owned_by(secret, meta["uid"]):
+                if predecessor_owns(secret, name):
+                    raise Waiting(
+                        "SecretOfEarlierEndpoint",
+                        f"Secret '{spec.credentials_secret_name}' belongs to an earlier Endpoint named "
+                        f"'{name}' and goes with it by garbage collection; waiting for it to go",
+                    )
                 raise SetupProblem(
                     "SecretNotOwned",
                     f"spec.credentialsSecretName: Secret '{spec.credentials_secret_name}' exists in "

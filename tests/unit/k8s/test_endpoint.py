@@ -552,6 +552,24 @@ def test_a_secret_of_someone_else_is_never_overwritten(world: World) -> None:
     assert world.kube.secrets["kit-endpoint"]["data"] == {"mine": "eA=="}
 
 
+def test_the_secret_of_a_deleted_endpoint_of_the_same_name_is_waited_for(world: World) -> None:
+    world.install()
+    earlier = {"apiVersion": API_VERSION, "kind": "Endpoint", "name": "triage-kit", "uid": "old-uid"}
+    world.kube.secrets["kit-endpoint"] = {"metadata": {"name": "kit-endpoint", "ownerReferences": [earlier]}}
+    assert world.run() == "retry"
+    assert world.condition("Reconciling")["reason"] == "SecretOfEarlierEndpoint"
+    assert world.condition("Stalled")["status"] == "False"
+    del world.kube.secrets["kit-endpoint"]  # garbage-collected
+    assert world.run() == "success"
+    assert owner_uid(world.kube.secrets["kit-endpoint"]) == UID
+
+
+def owner_uid(secret: dict[str, Any]) -> str:
+    [owner] = secret["metadata"]["ownerReferences"]
+    uid: str = owner["uid"]
+    return uid
+
+
 def test_a_name_held_in_another_workspace_stalls(world: World) -> None:
     world.install()
     world.platform.elsewhere.add("triage-kit")
