@@ -343,3 +343,64 @@ async def test_discovery_follows_the_member_and_reports_health(api: PlatformClie
     assert listed["weather"].healthy and listed["weather"].message == ""
     tools = {t.id: t for t in await api.list_tools(ws, bundle_id)}
     assert tools["weather__forecast"].override_name == "get_forecast"
+
+
+async def test_a_member_that_fails_keeps_its_entries_stale_with_their_curation(api: PlatformClient) -> None:
+    ws = f"gw-{key()[:8]}"
+    bundle = await api.create(
+        ws, kinds.GATEWAY_BUNDLES, GatewayBundleCreate(name=f"flaky-{ws}"), idempotency_key=key()
+    )
+    async with running_members() as flaky:
+        await member(api, ws, bundle.id, "weather", flaky.url("weather"))
+
+        async def discovered() -> bool:
+            return any(
+                t.id == "weather__forecast" and not t.stale for t in await api.list_tools(ws, bundle.id)
+            )
+
+        await eventually(discovered, what="the member discovered")
+        await api.put_tool(ws, bundle.id, "weather__forecast", GatewayToolCuration(override_title="Outlook"))
+    # The member is gone now; the next discovery (every 2 s here) fails.
+
+    async def unhealthy() -> bool:
+        [listed] = await api.list_members(ws, bundle.id)
+        return not listed.healthy and listed.message.startswith("discovery failed")
+
+    await eventually(unhealthy, what="the stopped member reported unhealthy")
+    tools = {t.id: t for t in await api.list_tools(ws, bundle.id)}
+    assert set(tools) == {"weather__forecast", "weather__set_alert", "weather__echo"}
+    assert all(t.stale and not t.served for t in tools.values())
+    assert tools["weather__forecast"].override_title == "Outlook"
+    assert tools["weather__forecast"].definition is not None  # what it offered is still shown
+
+
+async def test_discovery_logs_a_collision_with_an_override_and_serves_the_holder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, members: Members
+) -> None:
+    from bundle_operator.platform.reference.context import ServerConfig
+    from bundle_operator.platform.reference.server import start
+
+    running = await start(ServerConfig(db_path=tmp_path / "p.db", discovery_interval=1))
+    try:
+        async with PlatformClient(running.url, timeout=10.0) as api:
+            ws = "collide"
+            bundle_id = await assistant(api, ws, members)
+            held = GatewayToolCuration(override_name="weather__storm")
+            await api.put_tool(ws, bundle_id, "notes__add_note", held)
+            _, url, api_key = await endpoint(api, ws, bundle_id)
+            with caplog.at_level("WARNING", logger="bundle_operator.platform.gateway"):
+                await members.add_tool("weather", "storm", "Storm warnings")
+
+                async def logged() -> bool:
+                    return any("bundle.presented_name_collision" in r.getMessage() for r in caplog.records)
+
+                await eventually(logged, what="the collision logged")
+            [record] = [r for r in caplog.records if "presented_name_collision" in r.getMessage()]
+            assert record.__dict__["tool"] == "weather__storm"
+            assert record.__dict__["held_by"] == "notes__add_note"
+            async with connect(url, api_key) as client:
+                await client.list_tools()
+                answer = await client.call_tool("weather__storm", {"text": "x"})
+                assert answer.content[0].text == "noted"  # type: ignore[union-attr]  # the holder answers
+    finally:
+        await running.stop()
