@@ -128,12 +128,13 @@ METRICS: Final = Metrics(REGISTRY)
 # --- route templates ------------------------------------------------------------------------
 
 _COLLECTIONS: Final = frozenset(kind.path for kind in ALL_KINDS)
-# Sub-collections of a gateway bundle; each has a /{id} item route. Resource names keep their
+# Sub-collections of a gateway bundle; each has a /{id} item route (the actions and the audit
+# log below have none). Resource names keep their
 # '/' in the path, so a resource item may span several segments.
 _GATEWAY_COLLECTIONS: Final = frozenset(
     {"members", "tools", "member-prompts", "member-resources", "prompts", "resources"}
 )
-_GATEWAY_ACTIONS: Final = frozenset({"rename", "members:order"})
+_GATEWAY_ACTIONS: Final = frozenset({"rename", "members:order", "audit"})
 
 
 # Read-only catalogs of what the workspace offers (no ids below them).

@@ -279,6 +279,8 @@ class DiscoveryService:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
+            # Writes come in bursts (an install); look at the members once the burst settles.
+            await asyncio.sleep(0.2)
             self._wake.clear()
             try:
                 wanted = await self.store.transact(_wanted)

@@ -58,6 +58,7 @@ ROUTE_NAME = "gateway-mcp"
 AUDIT_KEPT = 2000
 # Handshake-era sessions remembered per endpoint for notifications; the oldest go beyond this.
 MAX_LEGACY_SESSIONS = 1024
+DEBOUNCE = 0.05
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _SEPARATOR = "__"
 _LISTS = ("tools", "prompts", "resources")
@@ -446,7 +447,10 @@ class Gateway:
         if cached is not None and cached[0] == generation:
             return cached[1]
         view = await self.store.transact(lambda tx: endpoint_view(tx, name))
-        self._views[name] = (generation, view)
+        if view is None:
+            self._views.pop(name, None)  # unknown names are not remembered: a client picks them
+        else:
+            self._views[name] = (generation, view)
         return view
 
     async def current(self, endpoint: GatewayEndpoint) -> EndpointView:
@@ -528,6 +532,8 @@ class Gateway:
     async def _announce(self) -> None:
         while True:
             await self._changed.wait()
+            # An install writes many rows in a burst; announce once it settles a little.
+            await asyncio.sleep(DEBOUNCE)
             self._changed.clear()
             for name, endpoint in list(self.endpoints.items()):
                 try:

@@ -19,6 +19,8 @@ from typing import Any
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.reference.mcp_rules import target_url
@@ -146,15 +148,28 @@ class MemberPool:
                 await asyncio.wait_for(held.task, timeout=5)
 
     async def call(self, link: MemberLink, action: Callable[[Client], Awaitable[Any]]) -> Any:
-        """Run ``action`` on the member's client, reconnecting once if the connection broke."""
+        """Run ``action`` on the member's client.
+
+        A connection that cannot be made, or a session the member no longer knows (it restarted),
+        is opened anew and the action tried once more: in both cases the member never ran it. Any
+        other failure drops the client for the next call but is not retried, since a tool that
+        writes may already have run.
+        """
         client = await self.client(link)
         try:
             return await action(client)
-        except (httpx2.TransportError, ConnectionError, RuntimeError) as exc:
-            log.info("reconnecting to a member after %s", type(exc).__name__)
+        except MCPError as exc:
+            if exc.code != INVALID_REQUEST or "session" not in exc.message.lower():
+                raise
+            log.info("the member forgot the gateway's session; opening a new one")
+        except httpx2.ConnectError:
+            log.info("reconnecting to a member")
+        except BaseException:
             await self.drop(link)
-            client = await self.client(link)
-            return await action(client)
+            raise
+        await self.drop(link)
+        client = await self.client(link)
+        return await action(client)
 
     async def close(self) -> None:
         """Close every client."""
