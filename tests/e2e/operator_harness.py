@@ -34,7 +34,11 @@ def free_port() -> int:
 def apply_crds(kubectl: Kubectl) -> None:
     """Install the CRDs the way the README says, and wait until they are served."""
     kubectl.run("apply", "--server-side", "-f", str(CRDS))
-    for crd in ("bundles.bundle-operator.dev", "bundleinstallations.bundle-operator.dev"):
+    for crd in (
+        "bundles.bundle-operator.dev",
+        "bundleinstallations.bundle-operator.dev",
+        "endpoints.bundle-operator.dev",
+    ):
         kubectl.wait_for_condition("crd", crd, "Established", timeout=30)
 
 

@@ -23,7 +23,7 @@ GROUP = "bundle-operator.dev"
 def crds(kubectl: Kubectl) -> None:
     """crds/ applied and established (applying again, as other modules do, changes nothing)."""
     kubectl.apply(CRDS, server_side=True)
-    for plural in ("bundles", "bundleinstallations"):
+    for plural in ("bundles", "bundleinstallations", "endpoints"):
         kubectl.wait_for_condition("crd", f"{plural}.{GROUP}", "Established", timeout=30)
 
 

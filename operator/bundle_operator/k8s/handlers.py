@@ -282,7 +282,7 @@ async def _guarded(
 
 
 def _observe(kind: str, result: ReconcileResult, seconds: float) -> None:
-    # The metrics know Bundle and BundleInstallation reconciles only.
+    # The metrics know the operator's own kinds only.
     for known in RECONCILE_KINDS:
         if kind == known:
             METRICS.observe_reconcile(known, result, seconds)

@@ -35,11 +35,11 @@ from bundle_operator.platform.kinds import ALL_KINDS
 
 PREFIX: Final = "bundle_operator_"
 
-ReconcileKind = Literal["Bundle", "BundleInstallation"]
+ReconcileKind = Literal["Bundle", "BundleInstallation", "Endpoint"]
 ReconcileResult = Literal["success", "blocked", "stalled", "retry", "error"]
 ReadyState = Literal["True", "False", "Unknown"]
 
-RECONCILE_KINDS: Final[tuple[ReconcileKind, ...]] = ("Bundle", "BundleInstallation")
+RECONCILE_KINDS: Final[tuple[ReconcileKind, ...]] = ("Bundle", "BundleInstallation", "Endpoint")
 RECONCILE_RESULTS: Final[tuple[ReconcileResult, ...]] = ("success", "blocked", "stalled", "retry", "error")
 READY_STATES: Final[tuple[ReadyState, ...]] = ("True", "False", "Unknown")
 
