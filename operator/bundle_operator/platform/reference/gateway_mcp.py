@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import mcp_types as types
 from aiohttp import web
@@ -47,6 +48,7 @@ from bundle_operator.platform.reference.gateway_view import (
     EndpointView,
     endpoint_view,
 )
+from bundle_operator.platform.reference.http import json_response, workspace
 from bundle_operator.platform.reference.member_link import MemberLink, MemberPool
 from bundle_operator.platform.reference.problems import ApiError
 from bundle_operator.platform.reference.storage import Store
@@ -582,8 +584,6 @@ class Gateway:
 
     async def audit_route(self, request: web.Request) -> web.Response:
         """GET .../gateway-bundles/{id}/audit: the latest tool calls through its endpoints."""
-        from bundle_operator.platform.reference.http import json_response, workspace
-
         ws = workspace(request)
         bundle_id = request.match_info["bundle_id"]
         entries = [
@@ -598,6 +598,6 @@ def mcp_path_prefix(public_url: str | None) -> str:
     """The path under which endpoints are served: the public URL's path, ``/mcp`` by default."""
     if not public_url:
         return "/mcp"
-    from urllib.parse import urlsplit
-
-    return "/" + urlsplit(public_url).path.strip("/") if urlsplit(public_url).path.strip("/") else ""
+    path = urlsplit(public_url).path.strip("/")
+    # A public URL at the host's root serves endpoints at /{name}/mcp.
+    return f"/{path}" if path else ""
