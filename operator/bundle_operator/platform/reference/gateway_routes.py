@@ -56,7 +56,7 @@ def _bundle(tx: Tx, ws: str, bundle_id: str) -> Row:
     return row
 
 
-def _members(tx: Tx, bundle: Row) -> list[Row]:
+def members_in_order(tx: Tx, bundle: Row) -> list[Row]:
     return sorted(tx.entries(bundle.id, rules.MEMBER), key=lambda m: m.data["position"])
 
 
@@ -68,7 +68,7 @@ def _member(tx: Tx, bundle: Row, name: str) -> Row:
 
 
 def _positions(tx: Tx, bundle: Row) -> dict[str, int]:
-    return {m.key: int(m.data["position"]) for m in _members(tx, bundle)}
+    return {m.key: int(m.data["position"]) for m in members_in_order(tx, bundle)}
 
 
 def _page_by_member(
@@ -110,7 +110,7 @@ def tool_views(tx: Tx, ws: str, bundle: Row) -> list[dict[str, Any]]:
     """Every tool of every member in member order, then curated tools no member offers now."""
     curated = {row.name: row.data for row in tx.entries(bundle.id, rules.TOOL)}
     views: list[dict[str, Any]] = []
-    for member in _members(tx, bundle):
+    for member in members_in_order(tx, bundle):
         offer = _offer(tx, ws, member)
         offered = {tool["name"]: tool for tool in offer.tools}
         stale = [
@@ -190,11 +190,11 @@ def check_presented_names(
                 )
 
 
-def _entry_views(tx: Tx, ws: str, bundle: Row, what: str, curated_kind: str) -> list[dict[str, Any]]:
+def entry_views(tx: Tx, ws: str, bundle: Row, what: str, curated_kind: str) -> list[dict[str, Any]]:
     curated = {row.name: row.data for row in tx.entries(bundle.id, curated_kind)}
     views: list[dict[str, Any]] = []
     key = "name" if what == "prompts" else "uri"
-    for member in _members(tx, bundle):
+    for member in members_in_order(tx, bundle):
         offer = _offer(tx, ws, member)
         offered = {entry[key]: entry for entry in offer.entries(what)}
         stale = [c[key] for c in curated.values() if c["member"] == member.key and c[key] not in offered]
@@ -283,7 +283,7 @@ class GatewayRoutes:
 
         def read(tx: Tx) -> list[dict[str, Any]]:
             bundle = _bundle(tx, ws, bundle_id)
-            return [_member_view(tx, ws, m) for m in _members(tx, bundle)]
+            return [_member_view(tx, ws, m) for m in members_in_order(tx, bundle)]
 
         members = await ctx.store.transact(read)
         return page_in_order(request, members, "name", lambda member: int(member["position"]))
@@ -307,7 +307,7 @@ class GatewayRoutes:
             before = shadowed(tx, ws, bundle)
             data = {"mcp_instance_id": body.mcp_instance_id, "enabled": body.enabled}
             if existing is None:
-                positions = [m.data["position"] for m in _members(tx, bundle)]
+                positions = [m.data["position"] for m in members_in_order(tx, bundle)]
                 if len(positions) >= rules.MAX_MEMBERS:
                     raise rules.limit("member", f"a bundle holds at most {rules.MAX_MEMBERS} members")
                 data["position"] = max(positions, default=-1) + 1
@@ -343,7 +343,7 @@ class GatewayRoutes:
 
         def apply(tx: Tx) -> list[dict[str, Any]]:
             bundle = _bundle(tx, ws, bundle_id)
-            members = {m.key: m for m in _members(tx, bundle)}
+            members = {m.key: m for m in members_in_order(tx, bundle)}
             named = body.members
             duplicates = sorted({n for n in named if named.count(n) > 1})
             unknown = sorted(set(named) - set(members))
@@ -361,7 +361,7 @@ class GatewayRoutes:
                 member = members[name]
                 if member.data["position"] != position:
                     tx.update(member, member.data | {"position": position})
-            return [_member_view(tx, ws, m) for m in _members(tx, bundle)]
+            return [_member_view(tx, ws, m) for m in members_in_order(tx, bundle)]
 
         return page(await ctx.store.transact(apply), None)
 
@@ -419,7 +419,7 @@ class GatewayRoutes:
 
         def read(tx: Tx) -> tuple[list[dict[str, Any]], dict[str, int]]:
             bundle = _bundle(tx, ws, bundle_id)
-            return _entry_views(tx, ws, bundle, "prompts", rules.MEMBER_PROMPT), _positions(tx, bundle)
+            return entry_views(tx, ws, bundle, "prompts", rules.MEMBER_PROMPT), _positions(tx, bundle)
 
         return _page_by_member(request, *await ctx.store.transact(read))
 
@@ -438,7 +438,7 @@ class GatewayRoutes:
             _member(tx, bundle, member_name)
             data = body.model_dump(mode="json") | {"member": member_name, "name": prompt}
             _put_entry(tx, bundle, rules.MEMBER_PROMPT, entry_id, data)
-            views = _entry_views(tx, ws, bundle, "prompts", rules.MEMBER_PROMPT)
+            views = entry_views(tx, ws, bundle, "prompts", rules.MEMBER_PROMPT)
             return next(v for v in views if v["id"] == entry_id)
 
         return json_response(await ctx.store.transact(apply))
@@ -449,7 +449,7 @@ class GatewayRoutes:
 
         def read(tx: Tx) -> tuple[list[dict[str, Any]], dict[str, int]]:
             bundle = _bundle(tx, ws, bundle_id)
-            views = _entry_views(tx, ws, bundle, "resources", rules.MEMBER_RESOURCE)
+            views = entry_views(tx, ws, bundle, "resources", rules.MEMBER_RESOURCE)
             return views, _positions(tx, bundle)
 
         return _page_by_member(request, *await ctx.store.transact(read))
@@ -469,7 +469,7 @@ class GatewayRoutes:
             _member(tx, bundle, member_name)
             data = body.model_dump(mode="json") | {"member": member_name, "uri": uri}
             _put_entry(tx, bundle, rules.MEMBER_RESOURCE, entry_id, data)
-            views = _entry_views(tx, ws, bundle, "resources", rules.MEMBER_RESOURCE)
+            views = entry_views(tx, ws, bundle, "resources", rules.MEMBER_RESOURCE)
             return next(v for v in views if v["id"] == entry_id)
 
         return json_response(await ctx.store.transact(apply))

@@ -16,7 +16,7 @@ from typing import Any
 from bundle_operator.platform import kinds
 from bundle_operator.platform.reference import gateway_rules as rules
 from bundle_operator.platform.reference.bundle_rules import API_KEY_PURPOSE
-from bundle_operator.platform.reference.gateway_routes import _entry_views, _members, tool_views
+from bundle_operator.platform.reference.gateway_routes import entry_views, tool_views
 from bundle_operator.platform.reference.kind_rules import owned_secret_key
 from bundle_operator.platform.reference.member_link import MemberLink, member_link
 from bundle_operator.platform.reference.storage import Row, Tx
@@ -114,7 +114,7 @@ def merged_annotations(
 
 def _links(tx: Tx, workspace: str, bundle: Row) -> dict[str, MemberLink | None]:
     links: dict[str, MemberLink | None] = {}
-    for member in _members(tx, bundle):
+    for member in members_in_order(tx, bundle):
         instance = tx.get(workspace, kinds.MCP_INSTANCES.path, member.data["mcp_instance_id"])
         links[member.key] = member_link(tx, workspace, instance) if instance else None
     return links
@@ -164,7 +164,7 @@ def _member_prompts(
 ) -> tuple[dict[str, MemberPrompt], frozenset[str]]:
     served: dict[str, MemberPrompt] = {}
     hidden: set[str] = set()
-    for view in _entry_views(tx, workspace, bundle, "prompts", rules.MEMBER_PROMPT):
+    for view in entry_views(tx, workspace, bundle, "prompts", rules.MEMBER_PROMPT):
         presented = view["presented_name"]
         if not (view["enabled"] and enabled.get(view["member"], False)) or view["stale"]:
             hidden.add(presented)
@@ -192,7 +192,7 @@ def _member_resources(
 ) -> tuple[dict[str, MemberResource], frozenset[str]]:
     served: dict[str, MemberResource] = {}
     hidden: set[str] = set()
-    for view in _entry_views(tx, workspace, bundle, "resources", rules.MEMBER_RESOURCE):
+    for view in entry_views(tx, workspace, bundle, "resources", rules.MEMBER_RESOURCE):
         uri = view["uri"]
         if uri.lower().startswith(BUNDLE_SCHEME):
             continue  # the bundle's own resources own that scheme
@@ -227,7 +227,7 @@ def endpoint_view(tx: Tx, name: str) -> EndpointView | None:
         return None
     profile = str(endpoint.data.get("profile") or "Default")
     links = _links(tx, workspace, bundle)
-    enabled = {m.key: bool(m.data["enabled"]) for m in _members(tx, bundle)}
+    enabled = {m.key: bool(m.data["enabled"]) for m in members_in_order(tx, bundle)}
     tools, withheld = _tools(tx, workspace, bundle, profile, links)
     member_prompts, hidden_prompts = _member_prompts(tx, workspace, bundle, enabled, links)
     member_resources, hidden_uris = _member_resources(tx, workspace, bundle, enabled, links)
