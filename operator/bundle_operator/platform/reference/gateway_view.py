@@ -16,7 +16,7 @@ from typing import Any
 from bundle_operator.platform import kinds
 from bundle_operator.platform.reference import gateway_rules as rules
 from bundle_operator.platform.reference.bundle_rules import API_KEY_PURPOSE
-from bundle_operator.platform.reference.gateway_routes import entry_views, tool_views
+from bundle_operator.platform.reference.gateway_routes import entry_views, members_in_order, tool_views
 from bundle_operator.platform.reference.kind_rules import owned_secret_key
 from bundle_operator.platform.reference.member_link import MemberLink, member_link
 from bundle_operator.platform.reference.storage import Row, Tx
