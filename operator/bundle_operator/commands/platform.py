@@ -68,6 +68,9 @@ def _serve(args: argparse.Namespace) -> int:
         print("bundlectl platform serve: --discovery-interval must be 0.1..86400 seconds", file=sys.stderr)
         return EXIT_USAGE
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # The gateway's member clients would log every request they send.
+    for chatty in ("httpx", "httpx2", "mcp"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     config = ServerConfig(
         db_path=args.db,
         token=args.token,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import mcp_types as types
 from aiohttp import web
 from mcp import Client
@@ -49,6 +50,7 @@ from bundle_operator.platform.reference.gateway_view import (
     endpoint_view,
 )
 from bundle_operator.platform.reference.http import json_response, workspace
+from bundle_operator.platform.reference.member_forward import HeaderMismatch, MemberForwarder
 from bundle_operator.platform.reference.member_link import MemberLink, MemberPool
 from bundle_operator.platform.reference.problems import ApiError
 from bundle_operator.platform.reference.storage import Store
@@ -153,7 +155,6 @@ class GatewayEndpoint:
             instructions=self.view.description or None,
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
             on_list_resources=self._list_resources,
@@ -161,8 +162,13 @@ class GatewayEndpoint:
             on_completion=self._complete,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
+        # Registered by method: its answer may be the member's raw result (a dict), passed through.
+        self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
         self.server.middleware.insert(0, self._remember_session)
-        self.manager = StreamableHTTPSessionManager(app=self.server, session_idle_timeout=3600)
+        # Plain JSON answers where the protocol allows them: cheaper than an SSE stream per call.
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, json_response=True, session_idle_timeout=3600
+        )
         self.announced = {what: self.view.fingerprint(what) for what in _LISTS}
 
     async def start(self) -> None:
@@ -249,7 +255,7 @@ class GatewayEndpoint:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | dict[str, Any]:
         view = await self.gateway.current(self)
         name = params.name
         tool = view.tools.get(name)
@@ -261,14 +267,12 @@ class GatewayEndpoint:
             raise _not_found(message)
         arguments = params.arguments or {}
         try:
-            result: types.CallToolResult = await self.gateway.on_member(
-                tool.link, tool.member, lambda client: client.call_tool(tool.tool, arguments)
-            )
+            result = await self.gateway.call_member_tool(tool.link, tool.member, tool.tool, arguments)
         except MCPError as exc:
             self.gateway.audit(view, name, tool, started, "error", exc.message)
             raise
-        outcome = "tool_error" if result.is_error else "ok"
-        self.gateway.audit(view, name, tool, started, outcome, None)
+        failed = result.get("isError") if isinstance(result, dict) else result.is_error
+        self.gateway.audit(view, name, tool, started, "tool_error" if failed else "ok", None)
         return result
 
     # --- prompts -------------------------------------------------------------------------------
@@ -419,6 +423,7 @@ class Gateway:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.pool = MemberPool()
+        self.forwarder = MemberForwarder()
         self.endpoints: dict[str, GatewayEndpoint] = {}
         self.audit_entries: deque[AuditEntry] = deque(maxlen=AUDIT_KEPT)
         self._views: dict[str, tuple[int, EndpointView | None]] = {}
@@ -441,6 +446,7 @@ class Gateway:
             await endpoint.close()
         self.endpoints.clear()
         await self.pool.close()
+        await self.forwarder.close()
 
     async def view(self, name: str) -> EndpointView | None:
         """The endpoint's view at the store's current generation."""
@@ -484,6 +490,33 @@ class Gateway:
                     self.endpoints[name] = live
         return live, view
 
+    async def call_member_tool(
+        self, link: MemberLink | None, member: str, tool: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult | dict[str, Any]:
+        """A member's answer to ``tools/call``: passed through raw on the 2026-07-28 wire."""
+        if link is not None:
+            client = await self.on_member(link, member, _connected_client)
+            version = client.protocol_version
+            if version in MODERN_PROTOCOL_VERSIONS:
+                try:
+                    return await self.forwarder.call_tool(link, version, tool, arguments)
+                except (HeaderMismatch, aiohttp.ClientConnectorError):
+                    pass  # the member ran nothing: its SDK client sends the call as it wants it
+                except MCPError:
+                    raise
+                except Exception as exc:
+                    raise self._unavailable(link, member, exc) from None
+        result: types.CallToolResult = await self.on_member(
+            link, member, lambda client: client.call_tool(tool, arguments)
+        )
+        return result
+
+    @staticmethod
+    def _unavailable(link: MemberLink, member: str, exc: BaseException) -> MCPError:
+        reason = link.scrub(f"{type(exc).__name__}: {exc}".strip().rstrip(":"))
+        log.warning("the member %s did not answer: %s", member, reason)
+        return MCPError(code=types.INTERNAL_ERROR, message=f"the member '{member}' did not answer: {reason}")
+
     async def on_member(
         self, link: MemberLink | None, member: str, action: Callable[[Client], Awaitable[Any]]
     ) -> Any:
@@ -497,11 +530,7 @@ class Gateway:
         except MCPError:
             raise
         except Exception as exc:
-            reason = link.scrub(f"{type(exc).__name__}: {exc}".strip().rstrip(":"))
-            log.warning("the member %s did not answer: %s", member, reason)
-            raise MCPError(
-                code=types.INTERNAL_ERROR, message=f"the member '{member}' did not answer: {reason}"
-            ) from None
+            raise self._unavailable(link, member, exc) from None
 
     def audit(
         self,
@@ -592,6 +621,10 @@ class Gateway:
             if e.workspace == ws and e.gateway_bundle_id == bundle_id
         ]
         return json_response({"items": entries, "next_cursor": None})
+
+
+async def _connected_client(client: Client) -> Client:
+    return client
 
 
 def mcp_path_prefix(public_url: str | None) -> str:

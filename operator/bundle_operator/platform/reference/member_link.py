@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -33,13 +34,13 @@ MEMBER_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
-class MemberLink:
+class MemberLink:  # not slotted: the fingerprint is cached on the instance
     """Where a member lives and what it is sent, secret values resolved."""
 
     url: str
     headers: tuple[tuple[str, str], ...] = ()
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
         """A hash that changes when the URL or any header changes (safe to keep and compare)."""
         raw = json.dumps([self.url, list(self.headers)]).encode()
