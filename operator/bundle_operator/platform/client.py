@@ -27,6 +27,7 @@ from bundle_operator.platform.models import (
     ApiKeyIssued,
     ApiModel,
     Entity,
+    GatewayAuditEntry,
     GatewayBundle,
     GatewayEntryCuration,
     GatewayMember,
@@ -358,6 +359,10 @@ class PlatformClient:
         path = f"{self._gw(workspace, bundle_id)}/members:order"
         page = await self._call("PUT", path, Page[GatewayMember], body=body, safe=True)
         return page.items
+
+    async def list_audit(self, workspace: str, bundle_id: str) -> list[GatewayAuditEntry]:
+        """The latest tool calls through the bundle's endpoints, newest first."""
+        return await self._all(f"{self._gw(workspace, bundle_id)}/audit", GatewayAuditEntry)
 
     async def list_tools(self, workspace: str, bundle_id: str) -> list[GatewayTool]:
         """Every tool the bundle can serve, with its curation and presented name."""

@@ -50,6 +50,7 @@ CLIENT_METHODS: dict[str, str] = {
     "find_by_idempotency_key": "find_by_idempotency_key",
     "list_models": "list_models",
     "rename_gateway_bundle": "rename_gateway_bundle",
+    "list_gateway_audit": "list_audit",
     "list_gateway_members": "list_members",
     "order_gateway_members": "order_members",
     "put_gateway_member": "put_member",
