@@ -96,6 +96,12 @@ class Metrics:
             ("namespace", "name"),
             registry=registry,
         )
+        self.leader = Gauge(
+            f"{PREFIX}leader",
+            "1 while this replica reconciles (it holds the leader election lease, or runs without "
+            "leader election), 0 while it waits as a standby.",
+            registry=registry,
+        )
         # Series that exist from the start, so rate() and absent() work before the first event.
         for kind in RECONCILE_KINDS:
             self.reconcile_duration.labels(kind)

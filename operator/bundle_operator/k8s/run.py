@@ -1,4 +1,11 @@
-"""``bundlectl operator run``: settings, the kopf operator loop, probes, metrics, clean SIGTERM."""
+"""``bundlectl operator run``: settings, the kopf operator loop, probes, metrics, clean SIGTERM.
+
+With ``--leader-election`` several replicas may run: each starts its probes and metrics at once,
+waits as a standby until it holds the Lease (``k8s/leader.py``), and only then starts kopf. A
+leader that cannot renew in time stops kopf at once and exits with ``EXIT_LOST_LEASE`` so the
+kubelet restarts it as a standby; one that is stopped (SIGTERM) stops kopf and then releases the
+Lease, so a standby takes over within a retry period.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +14,10 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from bundle_operator.k8s import handlers
 from bundle_operator.k8s.bundle import BundleReconciler
@@ -17,13 +25,44 @@ from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.health import Liveness, serve_health
 from bundle_operator.k8s.installation import InstallationReconciler, OperatorSettings
 from bundle_operator.k8s.kube import Kube, load_connection
+from bundle_operator.k8s.leader import (
+    DEFAULT_LEASE_NAME,
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_RENEW_SECONDS,
+    DEFAULT_RETRY_SECONDS,
+    ENV_POD_NAMESPACE,
+    KubeLeases,
+    LeaderElector,
+    LeaseConfig,
+    LostLease,
+    Role,
+    default_identity,
+    default_namespace,
+    lease_timing_problem,
+)
 from bundle_operator.k8s.logs import configure_logging
-from bundle_operator.k8s.metrics import platform_event_hooks, serve_metrics
+from bundle_operator.k8s.metrics import METRICS, platform_event_hooks, serve_metrics
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.sources import SourceSettings
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
 
 log = logging.getLogger(__name__)
+
+# The exit code of a leader that lost its Lease (distinct from 1, an unexpected crash).
+EXIT_LOST_LEASE: Final = 3
+# How long kopf may take to unwind once cancelled after a lost Lease before the process ends hard.
+LOST_LEASE_GRACE_SECONDS: Final = 2.0
+
+
+@dataclass(frozen=True)
+class LeaderElectionOptions:
+    """Where the Lease is and client-go's three durations (seconds)."""
+
+    namespace: str
+    lease_id: str = DEFAULT_LEASE_NAME
+    lease_seconds: int = DEFAULT_LEASE_SECONDS
+    renew_seconds: float = DEFAULT_RENEW_SECONDS
+    retry_seconds: float = DEFAULT_RETRY_SECONDS
 
 
 @dataclass(frozen=True)
@@ -41,6 +80,7 @@ class RunOptions:
     host: str = "0.0.0.0"
     log_level: str = "INFO"
     json_logs: bool = True
+    leader_election: LeaderElectionOptions | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +113,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument("--text-logs", action="store_true", help="plain text logs instead of JSON")
+    election = parser.add_argument_group(
+        "leader election",
+        "Several replicas with --leader-election: one holds a coordination.k8s.io/v1 Lease and "
+        "reconciles, the others wait as standbys. Needs get, create and update on leases in the "
+        "Lease's namespace.",
+    )
+    election.add_argument(
+        "--leader-election",
+        action="store_true",
+        help="reconcile only while holding the Lease (off: a single replica reconciles at once)",
+    )
+    election.add_argument(
+        "--leader-election-namespace",
+        metavar="NS",
+        help=f"the Lease's namespace (default ${ENV_POD_NAMESPACE}, else the service account's "
+        "namespace, else default)",
+    )
+    election.add_argument(
+        "--leader-election-id",
+        metavar="NAME",
+        default=DEFAULT_LEASE_NAME,
+        help="the Lease's name; operators that share it share one leader (default %(default)s)",
+    )
+    election.add_argument(
+        "--leader-election-lease-seconds",
+        type=int,
+        metavar="SECONDS",
+        default=DEFAULT_LEASE_SECONDS,
+        help="how long a standby waits after the last renewal it saw before it takes over "
+        "(default %(default)s)",
+    )
+    election.add_argument(
+        "--leader-election-renew-seconds",
+        type=float,
+        metavar="SECONDS",
+        default=DEFAULT_RENEW_SECONDS,
+        help="the leader stops and exits when it could not renew for this long; less than the lease "
+        "(default %(default)s)",
+    )
+    election.add_argument(
+        "--leader-election-retry-seconds",
+        type=float,
+        metavar="SECONDS",
+        default=DEFAULT_RETRY_SECONDS,
+        help="how often the leader renews and a standby tries (default %(default)s)",
+    )
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
@@ -94,20 +180,44 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         host=args.probe_host,
         log_level=args.log_level,
         json_logs=not args.text_logs,
+        leader_election=_leader_election_from(args),
+    )
+
+
+def _leader_election_from(args: argparse.Namespace) -> LeaderElectionOptions | None:
+    if not args.leader_election:
+        return None
+    problem = lease_timing_problem(
+        args.leader_election_lease_seconds,
+        args.leader_election_renew_seconds,
+        args.leader_election_retry_seconds,
+    )
+    if problem is not None:
+        raise SystemExit(f"bundlectl operator run: {problem}")
+    if not args.leader_election_id:
+        raise SystemExit("bundlectl operator run: --leader-election-id must not be empty")
+    return LeaderElectionOptions(
+        namespace=args.leader_election_namespace or default_namespace(),
+        lease_id=args.leader_election_id,
+        lease_seconds=args.leader_election_lease_seconds,
+        renew_seconds=args.leader_election_renew_seconds,
+        retry_seconds=args.leader_election_retry_seconds,
     )
 
 
 async def run_operator(options: RunOptions) -> None:
-    """Run until SIGTERM or SIGINT; then stop handlers and close connections."""
-    import kopf
+    """Run until SIGTERM or SIGINT; then stop handlers and close connections.
 
+    With leader election, a leader that lost its Lease ends with ``SystemExit(EXIT_LOST_LEASE)``.
+    """
     configure_logging(options.log_level, options.json_logs)
     # One line per HTTP request and per successful kopf handler drowns what matters; failures and
     # retries still come through at WARNING and above, and the reconcilers log each outcome.
     if options.log_level.upper() != "DEBUG":
         logging.getLogger("httpx").setLevel(logging.WARNING)
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    kube = Kube(load_connection())
+    connection = load_connection()
+    kube = Kube(connection)
     platforms = PlatformPool(event_hooks=platform_event_hooks())
     sources = SourceSettings(allow_private_sources=options.allow_private_sources)
     settings = OperatorSettings(
@@ -128,33 +238,162 @@ async def run_operator(options: RunOptions) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    election = options.leader_election
+    lease_kube: Kube | None = None
+    elector: LeaderElector | None = None
+    if election is not None:
+        # A client of its own: renewals never queue behind the reconcilers' calls.
+        lease_kube = Kube(connection, timeout=election.renew_seconds)
+        elector = LeaderElector(
+            KubeLeases(lease_kube),
+            LeaseConfig(
+                namespace=election.namespace,
+                name=election.lease_id,
+                identity=default_identity(),
+                lease_seconds=election.lease_seconds,
+                renew_seconds=election.renew_seconds,
+                retry_seconds=election.retry_seconds,
+            ),
+            on_role=lambda role: METRICS.leader.set(1 if role is Role.LEADER else 0),
+        )
+    METRICS.leader.set(1 if elector is None else 0)
     runners = []
     if options.metrics_port is not None:
         runners.append(await serve_metrics(options.host, options.metrics_port))
     if options.health_port is not None:
-        runners.append(await serve_health(options.host, options.health_port, liveness, ready.is_set))
+        runners.append(
+            await serve_health(options.host, options.health_port, liveness, _readiness(ready, elector))
+        )
     log.info(
-        "operator starting: %s, default platform %s",
+        "operator starting: %s, default platform %s%s",
         "all namespaces" if options.all_namespaces else "namespaces " + ", ".join(options.namespaces),
         options.platform_url or "(none)",
+        "" if election is None else f", leader election on lease {election.namespace}/{election.lease_id}",
     )
     beat = asyncio.create_task(_heartbeat(kube, liveness))
+    lost: LostLease | None = None
     try:
-        await kopf.operator(
-            registry=handlers.REGISTRY,
-            clusterwide=options.all_namespaces,
-            namespaces=list(options.namespaces),
-            standalone=True,
-            stop_flag=stop,
-            ready_flag=ready,
-        )
+        if elector is None:
+            await _run_kopf(options, stop, ready)
+        else:
+            lost = await _lead_then_run(options, elector, stop, ready)
     finally:
         beat.cancel()
         for runner in runners:
             await runner.cleanup()
         await platforms.aclose()
         await kube.aclose()
+        if lease_kube is not None:
+            await lease_kube.aclose()
         log.info("operator stopped")
+    if lost is not None:
+        raise SystemExit(EXIT_LOST_LEASE)
+
+
+def _readiness(ready: asyncio.Event, elector: LeaderElector | None) -> Callable[[], bool]:
+    """/readyz: kopf is up; with leader election, a standby is ready while it reaches the Lease.
+
+    A standby counts as ready: a rolling update waits for its new pods to be Ready, and a new pod
+    is a standby until the old leader goes, so a leader-only /readyz would stall every rollout of
+    two replicas (and PodDisruptionBudgets would count standbys as broken). The operator serves no
+    traffic that must reach the leader; its Service carries /metrics, which a ServiceMonitor only
+    scrapes from Ready pods, and every replica's ``bundle_operator_leader`` should be scraped. The
+    gauge and the Lease's holder say which replica leads.
+    """
+    if elector is None:
+        return ready.is_set
+
+    def check() -> bool:
+        if elector.leading:
+            return ready.is_set()
+        return elector.in_contact()
+
+    return check
+
+
+async def _run_kopf(options: RunOptions, stop: asyncio.Event, ready: asyncio.Event) -> None:
+    import kopf
+
+    # Created before kopf starts, so kopf's shutdown does not count it among its own tasks.
+    reclaim = asyncio.create_task(_reclaim_signals(ready, stop), name="reclaim SIGTERM")
+    try:
+        await kopf.operator(
+            registry=handlers.REGISTRY,
+            clusterwide=options.all_namespaces,
+            namespaces=list(options.namespaces),
+            # No kopf peering: one replica, or the Lease of --leader-election, keeps reconcilers apart.
+            standalone=True,
+            stop_flag=stop,
+            ready_flag=ready,
+        )
+    finally:
+        reclaim.cancel()
+
+
+async def _reclaim_signals(ready: asyncio.Event, stop: asyncio.Event) -> None:
+    """Point SIGTERM and SIGINT back at ``stop`` once kopf is up.
+
+    kopf installs its own handlers on start. When its signal wins, its waiter on our stop flag is
+    left pending, and kopf's shutdown then waits 5 s for that "hung" task before it returns; a
+    leader would hold the Lease that much longer. Through the stop flag kopf stops at once.
+    """
+    await ready.wait()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def _lead_then_run(
+    options: RunOptions, elector: LeaderElector, stop: asyncio.Event, ready: asyncio.Event
+) -> LostLease | None:
+    """Wait as a standby, then run kopf while renewing; the LostLease when leadership was lost.
+
+    On a lost Lease kopf is cancelled at once (no graceful period: a standby may take over as soon
+    as the lease duration has passed). When kopf ends for any other reason (SIGTERM, an error) the
+    Lease is released afterwards, never before: nothing may reconcile once a standby can lead.
+    """
+    if not await elector.acquire(stop):
+        log.info("leader election: stopped while a standby")
+        return None
+    # The renewer exists before kopf starts: kopf cancels every task created after its start.
+    renewer = asyncio.create_task(elector.keep_leading(), name="leader election renewer")
+    operator = asyncio.create_task(_run_kopf(options, stop, ready), name="kopf operator")
+    try:
+        await asyncio.wait({renewer, operator}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        renewer.cancel()
+        operator.cancel()
+        raise
+    ready.clear()
+    if renewer.done():
+        lost = _lost(renewer)
+        if not operator.done():
+            operator.cancel()
+            done, _ = await asyncio.wait({operator}, timeout=LOST_LEASE_GRACE_SECONDS)
+            if not done:
+                log.error(
+                    "leader election: kopf did not stop in %.0fs; exiting now", LOST_LEASE_GRACE_SECONDS
+                )
+                logging.shutdown()
+                os._exit(EXIT_LOST_LEASE)
+        return lost
+    # kopf ended first (SIGTERM, the stop flag, or an error of its own): stop renewing, then release.
+    renewer.cancel()
+    await asyncio.gather(renewer, return_exceptions=True)
+    await elector.release()
+    operator.result()  # an error of kopf's propagates, after the release
+    return None
+
+
+def _lost(renewer: asyncio.Task[None]) -> LostLease:
+    """Why the renewer ended; it only ends by losing the Lease (or by a fault, treated the same)."""
+    exc = None if renewer.cancelled() else renewer.exception()
+    if isinstance(exc, LostLease):
+        return exc
+    log.error(
+        "leader election: the renewer failed (%s); stopping as if the lease were lost", type(exc).__name__
+    )
+    return LostLease(f"the renewer failed: {type(exc).__name__}")
 
 
 async def _heartbeat(kube: Kube, liveness: Liveness, every: float = 60.0) -> None:
