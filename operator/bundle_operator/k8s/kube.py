@@ -7,9 +7,13 @@ service account), which handle every kubeconfig form; the calls themselves are p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
+import time
+from collections.abc import Generator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -46,6 +50,26 @@ class Connection:
     verify: ssl.SSLContext | bool
     cert: tuple[str, str] | None = None
     token: str | None = None
+    # In a pod: the projected service-account token, which the kubelet rotates; read again on use.
+    token_file: str | None = None
+
+
+# Where the kubelet projects a pod's service-account token (the official client's constant).
+IN_CLUSTER_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+TOKEN_REREAD_SECONDS = 60.0
+
+
+def bearer_token(api_key: dict[str, Any]) -> str | None:
+    """The bearer token the official client's loaders put into ``Configuration.api_key``: under
+    ``BearerToken`` (current clients, kubeconfig ``token`` and in-cluster alike) or
+    ``authorization`` (older ones), prefixed with ``Bearer `` or ``bearer ``."""
+    value = api_key.get("BearerToken") or api_key.get("authorization")
+    if not value:
+        return None
+    text = str(value).strip()
+    if text[:7].lower() == "bearer ":
+        text = text[7:].strip()
+    return text or None
 
 
 def load_connection() -> Connection:
@@ -54,21 +78,48 @@ def load_connection() -> Connection:
     from kubernetes.client import Configuration
 
     cfg = Configuration()
+    token_file = None
     try:
         kube_config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     except kube_config.ConfigException:
         kube_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        token_file = IN_CLUSTER_TOKEN_FILE
     verify: ssl.SSLContext | bool = cfg.verify_ssl
     if cfg.verify_ssl and cfg.ssl_ca_cert:
         verify = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
     cert = (cfg.cert_file, cfg.key_file) if cfg.cert_file and cfg.key_file else None
-    token = None
-    if cfg.api_key.get("authorization"):
-        token = str(cfg.api_key["authorization"]).removeprefix("Bearer ").strip()
+    token = bearer_token(cfg.api_key)
     if isinstance(verify, ssl.SSLContext) and cert is not None:
         verify.load_cert_chain(*cert)
         cert = None
-    return Connection(host=cfg.host.rstrip("/"), verify=verify, cert=cert, token=token)
+    return Connection(host=cfg.host.rstrip("/"), verify=verify, cert=cert, token=token, token_file=token_file)
+
+
+class TokenFileAuth(httpx.Auth):
+    """``Authorization: Bearer`` from a token file, read again once a minute (the official client's
+    period), so a rotated projected token is used before the old one expires. A failed read keeps
+    the last token."""
+
+    def __init__(self, path: str, token: str | None, every: float = TOKEN_REREAD_SECONDS) -> None:
+        self._path = Path(path)
+        self._token = token
+        self._every = every
+        self._read_at = time.monotonic() if token else float("-inf")
+
+    def current(self) -> str | None:
+        """The token to send now."""
+        now = time.monotonic()
+        if now - self._read_at >= self._every:
+            self._read_at = now
+            with contextlib.suppress(OSError):
+                self._token = self._path.read_text().strip() or self._token
+        return self._token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        token = self.current()
+        if token:
+            request.headers["Authorization"] = f"Bearer {token}"
+        yield request
 
 
 def _q(part: str) -> str:
@@ -80,11 +131,15 @@ class Kube:
 
     def __init__(self, connection: Connection, *, timeout: float = 30.0) -> None:
         headers = {"Accept": "application/json"}
-        if connection.token:
+        auth: httpx.Auth | None = None
+        if connection.token_file:
+            auth = TokenFileAuth(connection.token_file, connection.token)
+        elif connection.token:
             headers["Authorization"] = f"Bearer {connection.token}"
         self._http = httpx.AsyncClient(
             base_url=connection.host,
             headers=headers,
+            auth=auth,
             verify=connection.verify,
             cert=connection.cert,
             timeout=timeout,
