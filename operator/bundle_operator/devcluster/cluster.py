@@ -239,6 +239,9 @@ class DevCluster:
                 f"--tls-private-key-file={files.apiserver_key}",
                 f"--client-ca-file={files.ca_cert}",
                 "--authorization-mode=RBAC",
+                # As on many production clusters: an ownerReference with blockOwnerDeletion needs
+                # update on the owner's finalizers, so the chart's RBAC test sees that rule matter.
+                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
                 f"--requestheader-client-ca-file={files.front_proxy_ca_cert}",
                 f"--requestheader-allowed-names={pki.FRONT_PROXY_CLIENT}",
                 "--requestheader-username-headers=X-Remote-User",
