@@ -4,7 +4,7 @@
 CHART := charts/bundle-operator
 CHART_VALUES ?=
 CHART_HELM = $(shell $(BIN)/python -c 'from tests.gitops.tools import helm_binary; print(helm_binary())')
-CHART_TEST_VALUES := $(wildcard tests/e2e/chart_values/*.yaml)
+CHART_TEST_VALUES := $(wildcard $(CHART)/ci/*-values.yaml)
 
 .PHONY: chart-lint chart-template
 

@@ -456,6 +456,12 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
+def test_a_cluster_older_than_the_crds_need_fails_with_a_message(helm: Path) -> None:
+    with pytest.raises(HelmError) as failure:
+        run_helm(helm, "template", RELEASE, str(CHART), "--kube-version", "1.28.0")
+    assert "chart requires kubeVersion: >=1.29.0-0" in str(failure.value)
+
+
 @pytest.mark.parametrize(
     ("values", "message"), [(v, m) for _, v, m in BAD_VALUES], ids=[i for i, _, _ in BAD_VALUES]
 )
