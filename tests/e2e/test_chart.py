@@ -456,6 +456,15 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
+def test_an_image_digest_pins_both_containers(helm: Path, tmp_path: Path) -> None:
+    digest = "sha256:" + "ab" * 32
+    docs = render(
+        helm, overrides={"image": {"repository": "registry.example.com/bo", "digest": digest}}, tmp=tmp_path
+    )
+    [platform] = one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"]
+    assert operator_container(docs)["image"] == platform["image"] == f"registry.example.com/bo@{digest}"
+
+
 def test_a_cluster_older_than_the_crds_need_fails_with_a_message(helm: Path) -> None:
     with pytest.raises(HelmError) as failure:
         run_helm(helm, "template", RELEASE, str(CHART), "--kube-version", "1.28.0")
