@@ -592,6 +592,9 @@ def test_embedded_platform_runs_as_rendered(helm: Path, tmp_path: Path) -> None:
     operator_args = operator_container(docs)["args"]
     assert f"--platform-url=http://{FULLNAME}-platform.{RELEASE_NAMESPACE}.svc:{port}" in operator_args
     assert f"--platform-token-file={TOKEN_DIR}/token" in operator_args
+    # The platform reads the token from the mounted Secret too: not in its arguments or environment.
+    assert f"--token-file={TOKEN_DIR}/token" in container["args"]
+    assert not any(a.startswith("--token=") for a in container["args"]) and "env" not in container
     running = PodProcess(
         container,
         pod,

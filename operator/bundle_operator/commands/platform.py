@@ -32,7 +32,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--db", type=Path, required=True, help="SQLite file; created when missing, kept across runs"
     )
     run.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    run.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every API call")
+    tokens = run.add_mutually_exclusive_group()
+    tokens.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every API call")
+    tokens.add_argument(
+        "--token-file",
+        type=Path,
+        help="the same, with the token read from this file at start (keeps it out of the process list)",
+    )
     run.add_argument(
         "--enable-fault-injection",
         action="store_true",
@@ -67,13 +73,23 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0.1 <= args.discovery_interval <= 86400:
         print("bundlectl platform serve: --discovery-interval must be 0.1..86400 seconds", file=sys.stderr)
         return EXIT_USAGE
+    token = args.token
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text().strip()
+        except OSError as exc:
+            print(f"bundlectl platform serve: cannot read --token-file: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+        if not token:
+            print("bundlectl platform serve: --token-file is empty", file=sys.stderr)
+            return EXIT_USAGE
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     # The gateway's member clients would log every request they send.
     for chatty in ("httpx", "httpx2", "mcp"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
     config = ServerConfig(
         db_path=args.db,
-        token=args.token,
+        token=token,
         fault_injection=args.enable_fault_injection,
         public_url=args.public_url,
         github_base_url=args.github_base_url,

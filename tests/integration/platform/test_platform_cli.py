@@ -55,3 +55,35 @@ def test_serve_stops_on_sigterm_and_refuses_a_bad_port(tmp_path: Path) -> None:
         check=False,
     )
     assert bad.returncode == 2 and "--port" in bad.stderr
+
+
+def test_serve_takes_its_token_from_a_file(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(f"{TOKEN}\n")
+    running = start_platform(tmp_path / "platform.db", "--token-file", str(token_file))
+    try:
+        assert check(running.url).returncode != 0  # no token: refused
+        assert check(running.url, TOKEN).returncode == 0
+    finally:
+        assert running.stop() == 0
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    for path, reason in ((empty, "is empty"), (tmp_path / "missing", "cannot read --token-file")):
+        refused = subprocess.run(
+            [
+                BUNDLECTL,
+                "platform",
+                "serve",
+                "--port",
+                "0",
+                "--db",
+                str(tmp_path / "x.db"),
+                "--token-file",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert refused.returncode == 2 and reason in refused.stderr
