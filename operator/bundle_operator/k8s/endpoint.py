@@ -19,7 +19,7 @@ import json
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -31,6 +31,7 @@ from bundle_operator.k8s.installation import (
     ANNOTATION_PAUSED,
     OperatorSettings,
     Retry,
+    StatusDraft,
     backoff,
     is_paused,
 )
@@ -299,25 +300,8 @@ def _temporary(exc: PlatformError) -> bool:
 
 
 @dataclass
-class _Status:
-    """The status being built; written with one merge patch, and only when something changed."""
-
-    kube: Kube
-    body: dict[str, Any]
-    patch: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def generation(self) -> int | None:
-        generation: int | None = self.body.get("metadata", {}).get("generation")
-        return generation
-
-    def previous(self) -> dict[str, Any]:
-        status: dict[str, Any] = self.body.get("status") or {}
-        return status
-
-    def conditions(self, updates: list[cond.Cond]) -> None:
-        existing = self.patch.get("conditions", self.previous().get("conditions"))
-        self.patch["conditions"] = cond.merge_conditions(existing, updates, self.generation)
+class _Status(StatusDraft):
+    """The Endpoint's status; written only when something changed."""
 
     def served(self, view: dict[str, Any]) -> None:
         self.patch.update(view)
@@ -335,15 +319,8 @@ class _Status:
     async def write(self, *, observed: bool = True) -> None:
         if observed:
             self.patch["observedGeneration"] = self.generation
-        if not self.changed():
+        if not self.changed() or not await self.send(ENDPOINT_PLURAL, observed=observed):
             return
-        meta = self.body["metadata"]
-        try:
-            await self.kube.patch_status(ENDPOINT_PLURAL, meta["namespace"], meta["name"], self.patch)
-        except KubeError as exc:
-            if exc.not_found:
-                return  # deleted meanwhile: nothing to report on
-            raise Retry(f"could not write status: {exc.reason or exc.status}", backoff(1)) from None
         # A later write in the same run compares with what is there now.
         self.body = {**self.body, "status": {**self.previous(), **self.patch}}
 

@@ -126,12 +126,11 @@ def is_paused(body: dict[str, Any]) -> bool:
 
 
 @dataclass
-class _Status:
-    """The status being built, written with merge patches."""
+class StatusDraft:
+    """A status being built for one object: conditions merged, written with merge patches."""
 
     kube: Kube
     body: dict[str, Any]
-    on_status: StatusCallback | None = None
     patch: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -147,22 +146,35 @@ class _Status:
         existing = self.patch.get("conditions", self.previous().get("conditions"))
         self.patch["conditions"] = cond.merge_conditions(existing, list(updates), self.generation)
 
-    async def write(self, *, observed: bool = True) -> None:
+    async def send(self, plural: str, *, observed: bool) -> bool:
+        """Patch the status (observedGeneration too when ``observed``); False when the object is gone."""
         if observed:
             self.patch["observedGeneration"] = self.generation
         meta = self.body["metadata"]
         try:
-            await self.kube.patch_status(INSTALLATION_PLURAL, meta["namespace"], meta["name"], self.patch)
+            await self.kube.patch_status(plural, meta["namespace"], meta["name"], self.patch)
         except KubeError as exc:
             if exc.not_found:
-                return  # deleted meanwhile: nothing to report on
+                return False  # deleted meanwhile: nothing to report on
             raise Retry(f"could not write status: {exc.reason or exc.status}", backoff(1)) from None
-        if self.on_status is not None:
-            ready = next(
-                (c["status"] for c in self.patch.get("conditions", []) if c["type"] == "Ready"), "Unknown"
-            )
-            drifted = len(self.patch.get("drift") or self.previous().get("drift") or [])
-            self.on_status(meta["namespace"], meta["name"], ready, drifted)
+        return True
+
+
+@dataclass
+class _Status(StatusDraft):
+    """An installation's status, told to the metrics once written."""
+
+    on_status: StatusCallback | None = None
+
+    async def write(self, *, observed: bool = True) -> None:
+        if not await self.send(INSTALLATION_PLURAL, observed=observed) or self.on_status is None:
+            return
+        meta = self.body["metadata"]
+        ready = next(
+            (c["status"] for c in self.patch.get("conditions", []) if c["type"] == "Ready"), "Unknown"
+        )
+        drifted = len(self.patch.get("drift") or self.previous().get("drift") or [])
+        self.on_status(meta["namespace"], meta["name"], ready, drifted)
 
 
 StatusCallback = Callable[[str, str, str, int], None]
@@ -268,7 +280,7 @@ class InstallationReconciler:
         self, body: dict[str, Any], peers: Sequence[Peer] = (), *, attempt: int = 0
     ) -> ReconcileResult:
         """Bring the platform to the installation's bundle; returns the result for metrics."""
-        status = _Status(self.kube, body, self.on_status)
+        status = _Status(self.kube, body, on_status=self.on_status)
         meta = body["metadata"]
         namespace = meta["namespace"]
         try:
