@@ -281,9 +281,8 @@ def test_namespace_scoped_values_render_a_role_in_each_namespace_and_mount_the_t
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["agents", "agents-staging"]
     for b in bindings:
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": RELEASE_NAMESPACE}]
-    # Nothing cluster-wide but reading CRDs and namespaces: no Secret outside the two namespaces.
-    [cluster_role] = find(docs, "ClusterRole")
-    assert cluster_role["rules"] == [CRD_RULE, NAMESPACES_RULE]
+    # Nothing cluster-wide at all: named namespaces need no scanning of namespaces or CRDs.
+    assert not find(docs, "ClusterRole") and not find(docs, "ClusterRoleBinding")
 
     container = operator_container(docs)
     assert container["args"][:4] == [
@@ -729,7 +728,7 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
         assert one(docs, "ClusterRole")["rules"] == [*NAMESPACED_RULES, CRD_RULE, NAMESPACES_RULE]
     else:
         assert [r["metadata"]["namespace"] for r in find(docs, "Role")] == [ns] * replicas
-        assert one(docs, "ClusterRole")["rules"] == [CRD_RULE, NAMESPACES_RULE]
+        assert not find(docs, "ClusterRole"), "named namespaces need nothing cluster-wide"
     if mode == "standby":
         assert one(docs, "Deployment")["spec"]["strategy"]["type"] == "RollingUpdate"
         assert "--leader-election" in operator_container(docs)["args"]

@@ -74,7 +74,7 @@ app.kubernetes.io/component: platform
 {{- define "bundle-operator.hasNamespacePattern" -}}
 {{- $found := false -}}
 {{- range .Values.watchNamespaces -}}
-{{- if regexMatch "[!*?,]" . -}}{{- $found = true -}}{{- end -}}
+{{- if regexMatch "[\\[\\]!*?,]" . -}}{{- $found = true -}}{{- end -}}
 {{- end -}}
 {{- if $found -}}true{{- end -}}
 {{- end -}}

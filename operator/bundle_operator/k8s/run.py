@@ -311,14 +311,25 @@ def _readiness(ready: asyncio.Event, elector: LeaderElector | None) -> Callable[
     return check
 
 
+def exact_namespaces(options: RunOptions) -> bool:
+    """Whether the operator watches a fixed list of namespaces (no kopf glob or negation in any)."""
+    return not options.all_namespaces and not any(set(ns) & set("*?[]!,") for ns in options.namespaces)
+
+
 async def _run_kopf(options: RunOptions, stop: asyncio.Event, ready: asyncio.Event) -> None:
     import kopf
 
+    settings = kopf.OperatorSettings()
+    # Named namespaces need no scanning: without it kopf neither lists namespaces nor watches CRDs,
+    # so a namespace-scoped install needs no cluster-wide permission at all (the CRDs must exist
+    # before the operator starts, as Helm installs them).
+    settings.scanning.disabled = exact_namespaces(options)
     # Created before kopf starts, so kopf's shutdown does not count it among its own tasks.
     reclaim = asyncio.create_task(_reclaim_signals(ready, stop), name="reclaim SIGTERM")
     try:
         await kopf.operator(
             registry=handlers.REGISTRY,
+            settings=settings,
             clusterwide=options.all_namespaces,
             namespaces=list(options.namespaces),
             # No kopf peering: one replica, or the Lease of --leader-election, keeps reconcilers apart.
