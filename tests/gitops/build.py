@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundle_operator.devcluster.gobuild import Go, build_lock, find_go
+from bundle_operator.devcluster.gobuild import Go, build_lock, cache_dir, find_go
 
 HERE = Path(__file__).resolve().parent
 CACHE_ENV = "BUNDLE_OPERATOR_GITOPS_CACHE"
@@ -93,12 +93,7 @@ def source_hash(module_dir: Path) -> str:
 
 def cache_root() -> Path:
     """The gitops cache: $BUNDLE_OPERATOR_GITOPS_CACHE or ~/.cache/bundle-operator/gitops."""
-    override = os.environ.get(CACHE_ENV)
-    if override:
-        return Path(override).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "bundle-operator" / "gitops"
+    return cache_dir("gitops", CACHE_ENV)
 
 
 def asset_dir(tool: str, version: str, go_version: str, root: Path | None = None) -> Path:

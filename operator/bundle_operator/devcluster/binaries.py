@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bundle_operator.devcluster.gobuild import cache_dir
+
 CACHE_ENV = "BUNDLE_OPERATOR_ENVTEST_CACHE"
 ASSETS_ENV = "BUNDLE_OPERATOR_ENVTEST_ASSETS"
 KUBECTL_ENV = "BUNDLE_OPERATOR_KUBECTL"
@@ -41,12 +43,7 @@ class Binaries:
 
 def cache_root() -> Path:
     """The envtest cache: $BUNDLE_OPERATOR_ENVTEST_CACHE or ~/.cache/bundle-operator/envtest."""
-    override = os.environ.get(CACHE_ENV)
-    if override:
-        return Path(override).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "bundle-operator" / "envtest"
+    return cache_dir("envtest", CACHE_ENV)
 
 
 def asset_dir(tool: str, version: str, go_version: str, root: Path | None = None) -> Path:

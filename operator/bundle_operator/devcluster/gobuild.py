@@ -18,6 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+def cache_dir(name: str, override_env: str) -> Path:
+    """``$override_env``, or ``~/.cache/bundle-operator/<name>`` (under $XDG_CACHE_HOME when set)."""
+    override = os.environ.get(override_env)
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "bundle-operator" / name
+
+
 @dataclass(frozen=True)
 class Go:
     """The go command and the environment every call gets."""
