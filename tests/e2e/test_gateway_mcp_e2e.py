@@ -49,9 +49,9 @@ def document(members: Members, forecast_description: str) -> dict[str, Any]:
                     "tool": "forecast",
                     "override_name": "get_forecast",
                     "override_description": forecast_description,
-                    # (A null here would remove a key, but the API server prunes nulls in a custom
-                    # resource: that case is covered through the platform API in the integration tests.)
-                    "override_annotations": {"openWorldHint": True},
+                    # null removes the member's key: the CRD keeps nulls in this map (applied
+                    # server-side below).
+                    "override_annotations": {"openWorldHint": True, "title": None},
                 },
                 {"member": "weather", "tool": "echo", "enabled": False},
             ],
@@ -85,10 +85,14 @@ def manifest(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def apply(kubectl: Kubectl, tmp_path: Path, namespace: str, obj: dict[str, Any]) -> None:
+def apply(
+    kubectl: Kubectl, tmp_path: Path, namespace: str, obj: dict[str, Any], server_side: bool = False
+) -> None:
+    # Client-side `kubectl apply` drops nulls from what it sends (null means "delete" in its patch);
+    # server-side apply keeps them, and the CRD keeps a null annotation override.
     path = tmp_path / f"{obj['kind']}-{obj['metadata']['name']}.yaml"
     path.write_text(yaml.safe_dump(obj, sort_keys=False))
-    kubectl.apply(path, namespace=namespace)
+    kubectl.apply(path, namespace=namespace, server_side=server_side)
 
 
 def secret_data(kubectl: Kubectl, name: str, namespace: str) -> dict[str, str]:
@@ -128,7 +132,7 @@ def test_a_client_uses_the_gateway_of_an_installed_bundle(
     kubectl.wait_for_condition("crd", "endpoints.bundle-operator.dev", "Established", timeout=30)
     suffix = namespace.rsplit("-", 1)[-1]
     bundle = manifest("Bundle", BUNDLE, {"source": {"inline": document(members, "Forecast for a city.")}})
-    apply(kubectl, tmp_path, namespace, bundle)
+    apply(kubectl, tmp_path, namespace, bundle, server_side=True)
     installation = {"bundleRef": {"name": BUNDLE}, "workspace": namespace}
     apply(kubectl, tmp_path, namespace, manifest("BundleInstallation", BUNDLE, installation))
     plain, chatgpt = f"peers-{suffix}", f"peers-gpt-{suffix}"
@@ -155,7 +159,6 @@ def test_a_client_uses_the_gateway_of_an_installed_bundle(
             annotations = tools["get_forecast"].annotations
             assert annotations is not None
             assert annotations.model_dump(by_alias=True, exclude_none=True) == {
-                "title": "Forecast",
                 "readOnlyHint": True,
                 "openWorldHint": True,
             }
@@ -212,7 +215,7 @@ def test_a_client_uses_the_gateway_of_an_installed_bundle(
             changed = manifest(
                 "Bundle", BUNDLE, {"source": {"inline": document(members, "Seven-day forecast.")}}
             )
-            await asyncio.to_thread(apply, kubectl, tmp_path, namespace, changed)
+            await asyncio.to_thread(apply, kubectl, tmp_path, namespace, changed, True)
             await asyncio.wait_for(events.__anext__(), timeout=90)
             tools = {t.name: t for t in (await client.list_tools()).tools}
             return tools["get_forecast"].description

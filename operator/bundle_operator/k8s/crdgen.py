@@ -305,10 +305,22 @@ def _generic(label: str, name: str) -> str:
     return f"The {label}'s {_UPPER_WORDS.get(name, name.replace('_', ' '))}."
 
 
+# A null in tool annotation overrides removes the member's key (seed 002). The API server prunes
+# nulls from fields that are not nullable, so the values of this map are.
+_DOCUMENT_OVERRIDES: Mapping[str, Schema] = {
+    "gateway.tools.override_annotations": {
+        "type": "object",
+        "additionalProperties": {"nullable": True, "x-kubernetes-preserve-unknown-fields": True},
+    }
+}
+
+
 def document_schema() -> Schema:
     """The bundle document typed field by field, with the document's own snake_case names."""
     source = document.Bundle.model_json_schema()
-    converter = _Converter(source, fields=DOCUMENT_FIELDS, generic=_generic, show_defaults=True)
+    converter = _Converter(
+        source, fields=DOCUMENT_FIELDS, generic=_generic, show_defaults=True, overrides=_DOCUMENT_OVERRIDES
+    )
     return converter.convert(source, "", "bundle")
 
 
