@@ -27,7 +27,7 @@ import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
 from tests.e2e.operator_harness import condition, free_port
-from tests.gitops.tools import GitopsToolError, helm_binary
+from tests.gitops.tools import GitopsToolError, helm3_binary, helm_binary
 from tests.integration.platform.platform_harness import TOKEN, PlatformProcess, start_platform
 
 pytestmark = pytest.mark.e2e
@@ -108,6 +108,15 @@ def helm() -> Path:
         pytest.fail(f"the chart tests need helm: {error}")
 
 
+@pytest.fixture(scope="module")
+def helm3() -> Path:
+    """helm v3 from `make gitops-tools`: the chart promises Helm 3 as well."""
+    try:
+        return helm3_binary()
+    except GitopsToolError as error:
+        pytest.fail(f"the chart tests need helm 3: {error}")
+
+
 def run_helm(helm: Path, *args: str) -> str:
     result = subprocess.run(
         [str(helm), *args], capture_output=True, text=True, timeout=120, check=False, env=helm_env()
@@ -168,6 +177,14 @@ def kinds(docs: list[dict[str, Any]]) -> list[str]:
 def test_helm_lint_strict_passes(helm: Path, values: Path | None) -> None:
     out = run_helm(helm, "lint", "--strict", str(CHART), *(["-f", str(values)] if values else []))
     assert "1 chart(s) linted, 0 chart(s) failed" in out
+
+
+@pytest.mark.parametrize("values", [None, *VALUES_FILES], ids=lambda v: v.name if v else "chart-defaults")
+def test_helm_3_lints_and_renders_what_helm_4_renders(helm: Path, helm3: Path, values: Path | None) -> None:
+    files = [values] if values else []
+    out = run_helm(helm3, "lint", "--strict", str(CHART), *[arg for v in files for arg in ("-f", str(v))])
+    assert "1 chart(s) linted, 0 chart(s) failed" in out
+    assert render(helm3, *files) == render(helm, *files)
 
 
 @pytest.mark.parametrize("values", VALUES_FILES, ids=lambda v: v.name)

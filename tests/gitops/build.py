@@ -1,10 +1,11 @@
-"""Build helm, argocd-lua and kstatus from Go modules into the gitops tool cache.
+"""Build helm (4 and 3), argocd-lua and kstatus from Go modules into the gitops tool cache.
 
     build.py                    build what the cache lacks (idempotent), print where the binaries are
     build.py --check            exit 1 unless every binary is cached; builds nothing
-    build.py sync-helm v4.3.2   regenerate helm/go.mod for that helm release, then tidy
+    build.py sync-helm v4.3.2   regenerate helm/go.mod (helm3/go.mod for a v3.x) for that release, then tidy
 
     helm        helm/     requires helm.sh/helm/v4; builds cmd/helm, stamped as helm's Makefile does
+    helm3       helm3/    the same for helm.sh/helm/v3: the chart is checked with both
     argocd-lua  luarun/   main.go on github.com/yuin/gopher-lua: a health.lua run as Argo CD runs it
     kstatus     kstatus/  main.go on sigs.k8s.io/cli-utils: kstatus status.Compute of one object
 
@@ -39,11 +40,12 @@ HERE = Path(__file__).resolve().parent
 CACHE_ENV = "BUNDLE_OPERATOR_GITOPS_CACHE"
 
 HELM = "helm"
+HELM3 = "helm3"
 ARGOCD_LUA = "argocd-lua"
 KSTATUS = "kstatus"
 
 HELM_MODULE = "helm.sh/helm/v4"
-HELM_VERSION_PACKAGE = f"{HELM_MODULE}/internal/version"
+HELM3_MODULE = "helm.sh/helm/v3"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class Tool:
 
 TOOLS: dict[str, Tool] = {
     HELM: Tool(HELM, HERE / "helm", HELM_MODULE, f"{HELM_MODULE}/cmd/helm", own_source=False),
+    # The chart must work with Helm 3 too, which many clusters' tooling still runs.
+    HELM3: Tool(HELM3, HERE / "helm3", HELM3_MODULE, f"{HELM3_MODULE}/cmd/helm", own_source=False),
     ARGOCD_LUA: Tool(ARGOCD_LUA, HERE / "luarun", "github.com/yuin/gopher-lua", ".", own_source=True),
     KSTATUS: Tool(KSTATUS, HERE / "kstatus", "sigs.k8s.io/cli-utils", ".", own_source=True),
 }
@@ -101,7 +105,7 @@ def asset_dir(tool: str, version: str, go_version: str, root: Path | None = None
     return (root or cache_root()) / f"{tool}-{version}-{go_version}"
 
 
-def helm_ldflags(version: str) -> str:
+def helm_ldflags(module: str, version: str) -> str:
     """The linker flags of helm's Makefile for a tagged release, so `helm version` reports it."""
     values = {
         "version": version,
@@ -112,13 +116,27 @@ def helm_ldflags(version: str) -> str:
         # The module zip is the tag's content, checked against go.sum: nothing local changed it.
         "gitTreeState": "clean",
     }
-    stamps = [f"-X '{HELM_VERSION_PACKAGE}.{key}={value}'" for key, value in values.items()]
+    stamps = [f"-X '{module}/internal/version.{key}={value}'" for key, value in values.items()]
     return " ".join(["-s", "-w", *stamps])
+
+
+def helm3_kube_ldflags(tool: Tool) -> list[str]:
+    """Helm 3's Makefile also stamps the Kubernetes version it assumes (from its client-go, v0.N →
+    1.N); built without it, `helm template` would claim Kubernetes 1.20."""
+    client_go = Tool(tool.name, tool.module_dir, "k8s.io/client-go", "", own_source=False).module_version()
+    minor = client_go.lstrip("v").split(".")[1]
+    return [
+        f"-X {HELM3_MODULE}/pkg/{package}.{name}={value}"
+        for package in ("lint/rules", "chartutil")
+        for name, value in (("k8sVersionMajor", "1"), ("k8sVersionMinor", minor))
+    ]
 
 
 def ldflags(tool: Tool) -> str:
     """Linker flags of one tool: no debug info, and helm's version stamp."""
-    return helm_ldflags(tool.module_version()) if tool.name == HELM else "-s -w"
+    if tool.name == HELM3:
+        return " ".join([helm_ldflags(tool.module, tool.module_version()), *helm3_kube_ldflags(tool)])
+    return helm_ldflags(tool.module, tool.module_version()) if tool.name == HELM else "-s -w"
 
 
 def go_build(go: Go, tool: Tool, out: Path, flags: str) -> None:
@@ -133,7 +151,7 @@ def go_build(go: Go, tool: Tool, out: Path, flags: str) -> None:
 def smoke(tool: Tool, exe: Path) -> None:
     """Refuse a binary that does not do its one job on a trivial input."""
     with tempfile.TemporaryDirectory(prefix="gitops-smoke-") as tmp:
-        if tool.name == HELM:
+        if tool.name in (HELM, HELM3):
             args, stdin = [str(exe), "version", "--template", "{{.Version}}"], ""
             expected: Any = tool.module_version()
         elif tool.name == ARGOCD_LUA:
@@ -149,7 +167,7 @@ def smoke(tool: Tool, exe: Path) -> None:
         )
     output = result.stdout.strip()
     with contextlib.suppress(ValueError):
-        output = json.loads(output) if tool.name != HELM else output
+        output = json.loads(output) if tool.name not in (HELM, HELM3) else output
     if result.returncode != 0 or output != expected:
         sys.exit(f"{exe} printed {result.stdout.strip()!r} (exit {result.returncode}), expected {expected!r}")
 
@@ -202,23 +220,25 @@ def build(check_only: bool, names: list[str]) -> int:
 
 
 def sync_helm(version: str) -> int:
-    """Point the helm wrapper at `version` of helm.sh/helm/v4, with that release's go directive."""
+    """Point a helm wrapper at `version` (v4.x: helm/, v3.x: helm3/), with that release's go directive."""
     go = find_go("gitops-tools", "-mod=mod -buildvcs=false")
     env = {**go.env, "GOFLAGS": ""}
-    module_dir = TOOLS[HELM].module_dir
+    tool = TOOLS[HELM3 if version.startswith("v3.") else HELM]
+    module_dir = tool.module_dir
+    module_dir.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gitops-sync-") as tmp:
         fetched = json.loads(
-            go.run("mod", "download", "-json", f"{HELM_MODULE}@{version}", cwd=Path(tmp), env=env)
+            go.run("mod", "download", "-json", f"{tool.module}@{version}", cwd=Path(tmp), env=env)
         )
         release: dict[str, Any] = json.loads(go.run("mod", "edit", "-json", fetched["GoMod"], cwd=Path(tmp)))
     godebug = "".join(f"godebug {e['Key']}={e['Value']}\n\n" for e in release.get("GoDebug") or [])
     text = (
         f"// Generated by `tests/gitops/build.py sync-helm {version}`.\n"
-        "module bundle-operator.dev/gitops/helm\n\n"
+        f"module bundle-operator.dev/gitops/{module_dir.name}\n\n"
         f"go {release['Go']}\n\n"
         f"{godebug}"
-        f"tool {TOOLS[HELM].package}\n\n"
-        f"require {HELM_MODULE} {version}\n"
+        f"tool {tool.package}\n\n"
+        f"require {tool.module} {version}\n"
     )
     (module_dir / "go.mod").write_text(text)
     (module_dir / "go.sum").unlink(missing_ok=True)

@@ -106,6 +106,11 @@ def helm_binary() -> Path:
     return binary(HELM)
 
 
+def helm3_binary() -> Path:
+    """helm v3, built from helm.sh/helm/v3 the same way: the chart must work with Helm 3 too."""
+    return binary(build.HELM3)
+
+
 def _run(tool: str, args: list[str], stdin: str) -> str:
     """Run a tool with `stdin`; its stdout, or ToolFailedError."""
     result = subprocess.run(

@@ -20,6 +20,7 @@ from tests.gitops.tools import (
     ToolFailedError,
     ToolNotBuiltError,
     argocd_health,
+    helm3_binary,
     helm_binary,
     kstatus,
 )
@@ -69,6 +70,27 @@ def test_helm_version_is_the_pinned_release(tmp_path: Path) -> None:
     assert pinned == "v4.3.1"
     assert run_helm(tmp_path, "version", "--template", "{{.Version}}") == "v4.3.1"
     assert 'Version:"v4.3.1"' in run_helm(tmp_path, "version")
+
+
+def test_helm_3_is_the_pinned_release_and_assumes_its_client_go_kubernetes(tmp_path: Path) -> None:
+    assert build.TOOLS[build.HELM3].module_version() == "v3.22.0"
+    env = {**os.environ, "HELM_CACHE_HOME": str(tmp_path / "c"), "HELM_CONFIG_HOME": str(tmp_path / "f")}
+    helm3 = str(helm3_binary())
+    version = subprocess.run(
+        [helm3, "version", "--template", "{{.Version}}"], env=env, capture_output=True, text=True
+    )
+    assert version.stdout == "v3.22.0"
+    # Stamped as helm's Makefile does: templates see the Kubernetes of its client-go, not 1.20.
+    chart = tmp_path / "kube"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: kube\nversion: 0.1.0\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k}\n"
+        "data: {v: {{ .Capabilities.KubeVersion.Minor | quote }}}\n"
+    )
+    template_args = [helm3, "template", "x", str(chart)]
+    rendered = subprocess.run(template_args, env=env, capture_output=True, text=True, check=False)
+    assert 'v: "37"' in rendered.stdout, rendered.stderr
 
 
 def test_helm_renders_a_chart(tmp_path: Path) -> None:
