@@ -19,10 +19,13 @@ INLINE = "spec.source.inline"
 FREE_FORM = {
     f"{INLINE}.setup[].default",
     f"{INLINE}.policies[].config",
-    f"{INLINE}.gateway.tools[].override_annotations",
+    # The values of the map, each kept as written, null included (a null removes the member's key).
+    f"{INLINE}.gateway.tools[].override_annotations{{}}",
 }
 TYPES = {"object", "array", "string", "integer", "number", "boolean"}
-NOT_STRUCTURAL = {"$ref", "$defs", "definitions", "anyOf", "oneOf", "allOf", "not", "nullable", "default"}
+NOT_STRUCTURAL = {"$ref", "$defs", "definitions", "anyOf", "oneOf", "allOf", "not", "default"}
+# `nullable` is structural; it is allowed only where a null means something to the operator.
+NULLABLE = {f"{INLINE}.gateway.tools[].override_annotations{{}}"}
 
 
 def load(name: str) -> dict[str, Any]:
@@ -104,6 +107,8 @@ def test_schema_is_structural(crd: dict[str, Any]) -> None:
             problems.append(f"{where}: additionalProperties is a bool")
         if node.get("type") == "array" and "items" not in node:
             problems.append(f"{where}: an array without items")
+        if node.get("nullable") and where not in NULLABLE:
+            problems.append(f"{where}: nullable, where a null would only be pruned or refused")
         if node.get("x-kubernetes-list-type") == "map":
             keys = node.get("x-kubernetes-list-map-keys", [])
             if not keys or not set(keys) <= set(node["items"].get("required", [])):
