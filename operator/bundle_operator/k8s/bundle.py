@@ -51,10 +51,8 @@ class BundleReconciler:
             spec = BundleSpec.model_validate(body.get("spec") or {})
             resolved = await resolve(spec.source, meta["namespace"], self.kube, self.settings)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
             patch = dict(_UNRESOLVED)
-            conditions = cond.stalled("InvalidSpec", f"spec.{where}: {first['msg']}")
+            conditions = cond.stalled("InvalidSpec", cond.spec_error(exc))
             result = "stalled"
         except SourceError as exc:
             if not exc.permanent:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 
 def now_rfc3339() -> str:
     """The current time as Kubernetes writes it."""
@@ -65,6 +67,13 @@ def ready(reason: str, message: str) -> list[Cond]:
         false("Reconciling", reason, ""),
         false("Stalled", reason, ""),
     ]
+
+
+def spec_error(exc: ValidationError) -> str:
+    """The first problem of a spec that does not validate, named by its path under ``spec``."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"spec.{where}: {first['msg']}"
 
 
 def stalled(reason: str, message: str) -> list[Cond]:

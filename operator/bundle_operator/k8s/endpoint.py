@@ -478,9 +478,7 @@ class EndpointReconciler:
         try:
             spec = EndpointSpec.model_validate(body.get("spec") or {})
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            status.conditions(cond.stalled("InvalidSpec", f"spec.{where}: {first['msg']}; fix the resource"))
+            status.conditions(cond.stalled("InvalidSpec", f"{cond.spec_error(exc)}; fix the resource"))
             await status.write()
             return "stalled"
         if not _NAME.fullmatch(name):

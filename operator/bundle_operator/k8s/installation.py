@@ -286,9 +286,7 @@ class InstallationReconciler:
         try:
             spec = BundleInstallationSpec.model_validate(body.get("spec") or {})
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            status.conditions(cond.stalled("InvalidSpec", f"spec.{where}: {first['msg']}; fix the resource"))
+            status.conditions(cond.stalled("InvalidSpec", f"{cond.spec_error(exc)}; fix the resource"))
             await status.write()
             return "stalled"
         try:
