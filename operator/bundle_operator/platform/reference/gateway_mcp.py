@@ -495,8 +495,12 @@ class Gateway:
     ) -> types.CallToolResult | dict[str, Any]:
         """A member's answer to ``tools/call``: passed through raw on the 2026-07-28 wire."""
         if link is not None:
-            client = await self.on_member(link, member, _connected_client)
-            version = client.protocol_version
+            try:
+                version = (await self.pool.client(link)).protocol_version
+            except MCPError:
+                raise
+            except Exception as exc:
+                raise self._unavailable(link, member, exc) from None
             if version in MODERN_PROTOCOL_VERSIONS:
                 try:
                     return await self.forwarder.call_tool(link, version, tool, arguments)
@@ -621,10 +625,6 @@ class Gateway:
             if e.workspace == ws and e.gateway_bundle_id == bundle_id
         ]
         return json_response({"items": entries, "next_cursor": None})
-
-
-async def _connected_client(client: Client) -> Client:
-    return client
 
 
 def mcp_path_prefix(public_url: str | None) -> str:
