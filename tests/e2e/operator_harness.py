@@ -31,6 +31,18 @@ def free_port() -> int:
         return port
 
 
+def sigterm_and_wait(process: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
+    """SIGTERM and the exit code; one that outlives ``timeout`` is killed and fails the test."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+        raise
+
+
 def apply_crds(kubectl: Kubectl) -> None:
     """Install the CRDs the way the README says, and wait until they are served."""
     kubectl.run("apply", "--server-side", "-f", str(CRDS))
@@ -106,14 +118,7 @@ class OperatorProcess:
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait; returns the exit code."""
         assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-            raise
+        return sigterm_and_wait(self.process, timeout)
 
     def metrics(self) -> str:
         """The Prometheus text of /metrics."""

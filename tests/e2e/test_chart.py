@@ -12,7 +12,6 @@ import json
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ import pytest
 import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
-from tests.e2e.operator_harness import condition, free_port
+from tests.e2e.operator_harness import condition, free_port, sigterm_and_wait
 from tests.gitops.tools import GitopsToolError, helm3_binary, helm_binary
 from tests.integration.platform.platform_harness import TOKEN, PlatformProcess, start_platform
 
@@ -581,14 +580,7 @@ class PodProcess:
 
     def stop(self, timeout: float = 30.0) -> int:
         assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-            raise
+        return sigterm_and_wait(self.process, timeout)
 
 
 def test_embedded_platform_runs_as_rendered(helm: Path, tmp_path: Path) -> None:
