@@ -61,17 +61,21 @@ class Tool:
 
     def module_version(self) -> str:
         """The version of `module` that the wrapper's go.mod requires."""
-        text = (self.module_dir / "go.mod").read_text()
-        pattern = rf"^\s*(?:require\s+)?{re.escape(self.module)}\s+(v\S+)"
-        match = re.search(pattern, text, re.MULTILINE)
-        if match is None:
-            raise LookupError(f"{self.module_dir / 'go.mod'} does not require {self.module}")
-        return match.group(1)
+        return required_version(self.module_dir, self.module)
 
     def version(self) -> str:
         """The version part of the cache directory: the module's, plus a source hash for our programs."""
         version = self.module_version()
         return f"{version}-{source_hash(self.module_dir)}" if self.own_source else version
+
+
+def required_version(module_dir: Path, module: str) -> str:
+    """The version of `module` that the go.mod in `module_dir` requires."""
+    text = (module_dir / "go.mod").read_text()
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.MULTILINE)
+    if match is None:
+        raise LookupError(f"{module_dir / 'go.mod'} does not require {module}")
+    return match.group(1)
 
 
 TOOLS: dict[str, Tool] = {
@@ -123,7 +127,7 @@ def helm_ldflags(module: str, version: str) -> str:
 def helm3_kube_ldflags(tool: Tool) -> list[str]:
     """Helm 3's Makefile also stamps the Kubernetes version it assumes (from its client-go, v0.N →
     1.N); built without it, `helm template` would claim Kubernetes 1.20."""
-    client_go = Tool(tool.name, tool.module_dir, "k8s.io/client-go", "", own_source=False).module_version()
+    client_go = required_version(tool.module_dir, "k8s.io/client-go")
     minor = client_go.lstrip("v").split(".")[1]
     return [
         f"-X {HELM3_MODULE}/pkg/{package}.{name}={value}"
