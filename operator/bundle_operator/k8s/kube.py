@@ -190,14 +190,21 @@ class Kube:
         """A Secret, or None."""
         return await self.read(f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}")
 
+    async def create(self, collection: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST an object to a collection path; 409 when it exists."""
+        return await self._call("POST", collection, json_body=body)
+
+    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT an object; with ``metadata.resourceVersion`` set, 409 when it changed meanwhile."""
+        return await self._call("PUT", path, json_body=body)
+
     async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create a Secret; 409 when it exists."""
-        return await self._call("POST", f"/api/v1/namespaces/{_q(namespace)}/secrets", json_body=body)
+        return await self.create(f"/api/v1/namespaces/{_q(namespace)}/secrets", body)
 
     async def replace_secret(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """PUT a Secret; with ``metadata.resourceVersion`` set, 409 when it changed meanwhile."""
-        path = f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}"
-        return await self._call("PUT", path, json_body=body)
+        return await self.replace(f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}", body)
 
     async def patch_secret(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """Merge-patch a Secret."""

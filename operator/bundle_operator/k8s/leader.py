@@ -149,11 +149,7 @@ def _lease_collection(namespace: str) -> str:
 
 
 class KubeLeases:
-    """``LeaseApi`` over the operator's ``Kube`` client.
-
-    ``Kube`` has no public create/replace for arbitrary objects, so the two writes go through its
-    single request method; it raises ``KubeError`` with the status, as every ``Kube`` call does.
-    """
+    """``LeaseApi`` over the operator's ``Kube`` client; failures are ``KubeError`` with the status."""
 
     def __init__(self, kube: Kube) -> None:
         self._kube = kube
@@ -162,11 +158,10 @@ class KubeLeases:
         return await self._kube.read(f"{_lease_collection(namespace)}/{quote(name, safe='')}")
 
     async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._kube._call("POST", _lease_collection(namespace), json_body=body)
+        return await self._kube.create(_lease_collection(namespace), body)
 
     async def replace(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        path = f"{_lease_collection(namespace)}/{quote(name, safe='')}"
-        return await self._kube._call("PUT", path, json_body=body)
+        return await self._kube.replace(f"{_lease_collection(namespace)}/{quote(name, safe='')}", body)
 
 
 # --- the record -------------------------------------------------------------------------------
