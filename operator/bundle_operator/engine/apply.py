@@ -121,6 +121,9 @@ class ApplyResult:
     kept: list[str] = field(default_factory=list)
     conflicts: dict[str, list[str]] = field(default_factory=dict)
     calls: int = 0
+    # The live state of the platform entities right after the run, from the plan's snapshot and
+    # the platform's answers to the run's writes (the gateway's contents excepted).
+    snapshot: Snapshot | None = None
 
 
 class Blocked(Exception):
@@ -597,8 +600,12 @@ async def apply(
     record: Record,
     persist: Persist,
     options: Options | None = None,
+    planned: Plan | None = None,
 ) -> ApplyResult:
-    """Install or update to the bundle; raises Blocked (nothing written) or InstallFailed (rolled back)."""
+    """Install or update to the bundle; raises Blocked (nothing written) or InstallFailed (rolled back).
+
+    ``planned`` is a plan the caller just made with the same arguments; without one, apply plans.
+    """
     options = options or Options()
     lock = asyncio.Lock()
 
@@ -606,7 +613,7 @@ async def apply(
         async with lock:
             await persist(current)
 
-    first = await plan(platform, workspace, parsed, setup, record, options)
+    first = planned or await plan(platform, workspace, parsed, setup, record, options)
     if first.inputs is None or first.preview.blocking:
         raise Blocked(first.preview)
     nothing_to_do = (
@@ -621,6 +628,7 @@ async def apply(
         # A re-run with nothing to write writes nothing, not even the record.
         result = ApplyResult(first.preview, reused=[i.desired.entity for i in first.items])
         result.calls = first.snapshot.calls
+        result.snapshot = first.snapshot
         return result
     if record.journal and record.inflight_fingerprint != first.fingerprint:
         # A run was interrupted with other inputs: its creates cannot be replayed, so undo them.
@@ -739,6 +747,7 @@ async def apply(
     record.digest = parsed.digest
     await persist_locked(record)
     result.calls += writer.calls
+    result.snapshot = _after(first.snapshot, writer)
     result.preview = Preview(
         first.preview.bundle,
         [
@@ -748,6 +757,16 @@ async def apply(
         first.preview.issues,
     )
     return result
+
+
+def _after(before: Snapshot, writer: Writer) -> Snapshot:
+    """The plan's snapshot with the run's writes and deletes applied (the gateway's contents left out)."""
+    entities = {path: dict(items) for path, items in before.entities.items()}
+    for path, written in writer.written.items():
+        entities.setdefault(path, {}).update(written)
+    for path, entity_id in writer.gone:
+        entities.get(path, {}).pop(entity_id, None)
+    return Snapshot(entities=entities)
 
 
 def _first_failure(items: list[Planned], outcomes: list[Any]) -> tuple[Planned, BaseException] | None:

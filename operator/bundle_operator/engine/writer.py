@@ -82,6 +82,16 @@ class Writer:
     revisions: dict[str, int] = field(default_factory=dict)
     # Parts an update stopped using: deleted once the whole run has worked.
     retired: list[tuple[Part, str]] = field(default_factory=list)
+    # The platform's answers to this run's writes (path -> id -> entity) and what it deleted: the
+    # live state right after the run, without listing again.
+    written: dict[str, dict[str, Entity]] = field(default_factory=dict)
+    gone: set[tuple[str, str]] = field(default_factory=set)
+
+    def saw(self, kind: Kind[Any, Any, Any], entity: Entity) -> Entity:
+        """Keep the platform's answer to a write of ``entity``; returns it."""
+        self.written.setdefault(kind.path, {})[entity.id] = entity
+        self.gone.discard((kind.path, entity.id))
+        return entity
 
     async def create(self, entity: str, role: str, kind: Kind[Any, Any, Any], body: ApiModel) -> Entity:
         """A journaled, idempotent create."""
@@ -93,7 +103,7 @@ class Writer:
             await self.persist(self.record)
         self.pending_bodies[key] = (kind, body)
         self.calls += 1
-        created: Entity = await self.platform.create(self.workspace, kind, body, idempotency_key=key)
+        created = self.saw(kind, await self.platform.create(self.workspace, kind, body, idempotency_key=key))
         entry.id = created.id
         entry.state = "created"
         entry.seq = self.record.next_seq()
@@ -109,7 +119,9 @@ class Writer:
             self.calls += 1
             revision = (await self.platform.get(self.workspace, kind, entity_id)).revision
         self.calls += 1
-        updated: Entity = await self.platform.update(self.workspace, kind, entity_id, body, revision=revision)
+        updated = self.saw(
+            kind, await self.platform.update(self.workspace, kind, entity_id, body, revision=revision)
+        )
         self.revisions[entity_id] = updated.revision
         return updated
 
@@ -119,6 +131,8 @@ class Writer:
         self.calls += 1
         with contextlib.suppress(NotFound):
             await self.platform.delete(self.workspace, kind, entity_id)
+        self.written.get(path, {}).pop(entity_id, None)
+        self.gone.add((path, entity_id))
 
     # --- creates per bundle entity kind -----------------------------------------------------------
 
@@ -189,13 +203,14 @@ class Writer:
         if not enabled:
             # The platform schedules a trigger as it is created: stop it before it can run.
             self.calls += 1
-            await self.platform.update(
+            disabled = await self.platform.update(
                 self.workspace,
                 kinds.TRIGGERS,
                 trigger.id,
                 TriggerUpdate(enabled=False),
                 revision=trigger.revision,
             )
+            self.saw(kinds.TRIGGERS, disabled)
         return [Part(role="primary", path=kinds.TRIGGERS.path, id=trigger.id)]
 
     async def _create_policy(self, desired: Desired) -> list[Part]:

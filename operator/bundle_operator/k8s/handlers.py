@@ -49,6 +49,7 @@ from bundle_operator.k8s.resources import (
 )
 from bundle_operator.k8s.setup import referenced_secrets
 from bundle_operator.k8s.state import LABEL_INSTALLATION
+from bundle_operator.platform.gate import CALLER
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ TIMER_TICK_SECONDS = 5.0
 # How often an Endpoint's served tools and members' health are read again.
 ENDPOINT_REFRESH_SECONDS = 30.0
 GAUGES = InstallationGauges(METRICS)
+# Reconciles of one kind at once: enough to keep a slow platform busy, few enough that the API
+# server sees a bounded number of status writes and Secret writes in flight.
+DEFAULT_WORKERS = 64
 
 
 @dataclass
@@ -75,6 +79,7 @@ class Runtime:
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     last_run: dict[str, float] = field(default_factory=dict)
     endpoints: EndpointReconciler | None = None
+    workers: int = DEFAULT_WORKERS
 
     def lock(self, uid: str) -> asyncio.Lock:
         """One lock per object: the drift timer never runs beside a reconcile of the same object."""
@@ -125,7 +130,7 @@ def _configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    settings.batching.worker_limit = 64
+    settings.batching.worker_limit = RUNTIME.workers if RUNTIME is not None else DEFAULT_WORKERS
 
 
 @kopf.on.login(registry=REGISTRY)
@@ -249,6 +254,7 @@ async def _guarded(
     uid = obj["metadata"]["uid"]
     started = time.monotonic()
     result: ReconcileResult = "error"
+    caller = CALLER.set(uid)  # the platform's calls are shared fairly between objects
     try:
         async with rt.lock(uid):
             if plural is not None:
@@ -278,6 +284,7 @@ async def _guarded(
         )
         raise kopf.TemporaryError(f"unexpected {type(exc).__name__}", delay=backoff(retry)) from None
     finally:
+        CALLER.reset(caller)
         _observe(kind, result, time.monotonic() - started)
 
 
@@ -365,7 +372,11 @@ def parse_interval(text: str | None, default: float = 300.0) -> float:
 async def drift_timer(
     stopped: kopf.DaemonStopped, body: kopf.Body, meta: kopf.Meta, namespace: str | None, name: str, **_: Any
 ) -> None:
-    """Checks drift every ``spec.driftPolicy.interval``, through the same reconcile."""
+    """Checks drift once per ``spec.driftPolicy.interval``, through the same reconcile.
+
+    The intervals of all installations of one workspace are aligned (see ``drift_slot``), so their
+    checks fall together and share one list per kind of the workspace.
+    """
     rt = runtime()
     uid = meta["uid"]
     last = time.monotonic()
@@ -375,13 +386,19 @@ async def drift_timer(
         if stopped:
             break
         rt.liveness.touch()
-        policy = (body.get("spec") or {}).get("driftPolicy") or {}
-        since = max(last, rt.last_run.get(uid, 0.0))
-        if policy.get("mode") == "Disabled" or time.monotonic() - since < parse_interval(
-            policy.get("interval")
-        ):
+        spec = body.get("spec") or {}
+        policy = spec.get("driftPolicy") or {}
+        now = time.monotonic()
+        slot = drift_slot(
+            now,
+            parse_interval(policy.get("interval")),
+            (spec.get("platform") or {}).get("url") or rt.default_platform_url or "",
+            str(spec.get("workspace", "")),
+        )
+        # Anything that ran since the slot began (a reconcile, an earlier check) counts as its check.
+        if policy.get("mode") == "Disabled" or max(last, rt.last_run.get(uid, 0.0)) >= slot:
             continue
-        last = time.monotonic()
+        last = now
         fresh = await rt.kube.read_custom(INSTALLATION_PLURAL, namespace, name)
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             break
@@ -392,7 +409,7 @@ async def drift_timer(
         result: ReconcileResult = "error"
         try:
             async with rt.lock(uid):
-                result = await rt.installations.reconcile(fresh, peers)
+                result = await rt.installations.reconcile(fresh, peers, reads_since=slot)
                 rt.last_run[uid] = time.monotonic()
         except Retry as exc:
             result = "retry"
@@ -401,6 +418,18 @@ async def drift_timer(
             log.exception("drift check failed", extra=object_extra(KIND, namespace, name, uid))
         finally:
             METRICS.observe_reconcile("BundleInstallation", result, time.monotonic() - started)
+
+
+def drift_slot(now: float, interval: float, platform_url: str, workspace: str) -> float:
+    """When the current drift interval of a workspace began (on ``now``'s clock).
+
+    Intervals are aligned per (platform, workspace): every installation there checks once per
+    interval, right after the same boundary, and the first check's lists serve the rest. The
+    offset spreads the workspaces' boundaries over the interval.
+    """
+    seed = hashlib.sha256(f"{platform_key(platform_url)}|{workspace}".encode()).digest()
+    offset = int.from_bytes(seed[:8], "big") / 2**64 * interval
+    return offset + (now - offset) // interval * interval
 
 
 def _stalled_and_seen(obj: dict[str, Any]) -> bool:

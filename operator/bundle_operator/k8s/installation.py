@@ -48,13 +48,18 @@ from bundle_operator.k8s.state import (
     projected_size,
 )
 from bundle_operator.platform.errors import PlatformError, PreconditionFailed, Unavailable
+from bundle_operator.platform.gate import CALLER
 from bundle_operator.platform.protocol import PlatformAPI
+from bundle_operator.platform.sharing import READ_POLICY, ReadPolicy
 
 log = logging.getLogger(__name__)
 
 ANNOTATION_PAUSED = "bundle-operator.dev/paused"
 ANNOTATION_RECONCILE = "bundle-operator.dev/reconcile-requested-at"
 ANNOTATION_INPUTS = "bundle-operator.dev/inputs-changed"
+# A reconcile started by an event may use a list of its workspace that another installation
+# started at most this long ago (the shortest drift interval is 5 s, so never older than one).
+EVENT_READ_AGE = 5.0
 
 _ON_CONFLICT = {
     "Fail": OnConflict.FAIL,
@@ -277,9 +282,28 @@ class InstallationReconciler:
     # --- reconcile -------------------------------------------------------------------------------
 
     async def reconcile(
-        self, body: dict[str, Any], peers: Sequence[Peer] = (), *, attempt: int = 0
+        self,
+        body: dict[str, Any],
+        peers: Sequence[Peer] = (),
+        *,
+        attempt: int = 0,
+        reads_since: float | None = None,
     ) -> ReconcileResult:
-        """Bring the platform to the installation's bundle; returns the result for metrics."""
+        """Bring the platform to the installation's bundle; returns the result for metrics.
+
+        Lists of the workspace that started at ``reads_since`` (``time.monotonic()``) or later may be
+        shared with other installations; by default those of the last ``EVENT_READ_AGE`` seconds.
+        """
+        since = time.monotonic() - EVENT_READ_AGE if reads_since is None else reads_since
+        caller = CALLER.set(body.get("metadata", {}).get("uid") or "")
+        policy = READ_POLICY.set(ReadPolicy(not_before=since))
+        try:
+            return await self._reconcile(body, peers, attempt)
+        finally:
+            READ_POLICY.reset(policy)
+            CALLER.reset(caller)
+
+    async def _reconcile(self, body: dict[str, Any], peers: Sequence[Peer], attempt: int) -> ReconcileResult:
         status = _Status(self.kube, body, on_status=self.on_status)
         meta = body["metadata"]
         namespace = meta["namespace"]
@@ -398,7 +422,9 @@ class InstallationReconciler:
             )
             await status.write(observed=False)  # the preview is in status before the first write
             try:
-                result = await apply(platform, spec.workspace, parsed, setup, record, store.persist, options)
+                result = await apply(
+                    platform, spec.workspace, parsed, setup, record, store.persist, options, planned
+                )
             except Blocked as exc:  # the platform changed between the two plans
                 planned.preview = exc.preview
                 status.patch["preview"] = _preview(planned)
@@ -411,8 +437,12 @@ class InstallationReconciler:
                 status.patch["conflicts"] = [
                     {"entity": e, "path": p} for e, paths in sorted(result.conflicts.items()) for p in paths
                 ]
-            snapshot = await read_snapshot(platform, spec.workspace, record)
-            calls += snapshot.calls
+            # Right after the run the platform's answers to its writes are the live state: listing
+            # again would cost a list per kind per installation. A gateway's contents are read.
+            snapshot = result.snapshot
+            if snapshot is None or record.find("gateway:gateway") is not None:
+                snapshot = await read_snapshot(platform, spec.workspace, record)
+                calls += snapshot.calls
             report = drift_from(record, snapshot)
             actions = _actions(result.created, result.updated, result.kept)
         else:
@@ -610,10 +640,15 @@ class InstallationReconciler:
 
     async def finalize(self, body: dict[str, Any], *, attempt: int = 0) -> None:
         """Uninstall (Delete) or leave the platform alone (Orphan); Retry keeps the finalizer."""
+        uid = body.get("metadata", {}).get("uid") or ""
+        caller = CALLER.set(uid)  # no read policy: an uninstall lists the platform as it is now
         try:
             await self._finalize(body, attempt)
         except KubeError as exc:
             raise Retry(f"the Kubernetes API answered {exc.status} {exc.reason}", backoff(attempt)) from None
+        finally:
+            CALLER.reset(caller)
+        self.platforms.forget(uid)
 
     async def _finalize(self, body: dict[str, Any], attempt: int) -> None:
         namespace = body["metadata"]["namespace"]

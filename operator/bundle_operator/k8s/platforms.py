@@ -1,4 +1,5 @@
-"""One platform client per (URL, token), shared by every installation that talks to it."""
+"""One platform client per (URL, token), shared by every installation that talks to it; one call
+gate per platform URL, and one table of shared lists per (URL, token)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,23 @@ from collections.abc import Callable
 from typing import Any
 
 from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.gate import DEFAULT_LIMIT, CallGate
+from bundle_operator.platform.sharing import SharedReads
 
 
 class PlatformPool:
     """Hands out clients and closes them all at shutdown."""
 
-    def __init__(self, event_hooks: dict[str, list[Callable[..., Any]]] | None = None) -> None:
+    def __init__(
+        self,
+        event_hooks: dict[str, list[Callable[..., Any]]] | None = None,
+        *,
+        concurrency: int = DEFAULT_LIMIT,
+    ) -> None:
         self._clients: dict[tuple[str, str], PlatformClient] = {}
+        self.concurrency = concurrency
+        self.gates: dict[str, CallGate] = {}
+        self.shared: dict[str, SharedReads] = {}
         self._event_hooks = event_hooks
         self._closing: set[asyncio.Future[None]] = set()
         self.max_clients = 64
@@ -22,16 +33,30 @@ class PlatformPool:
     def get(self, url: str, token: str | None) -> PlatformClient:
         """The client for ``url`` with ``token``; a rotated token gets a new client."""
         # The token is only a dictionary key here, hashed so it does not sit in the key as text.
-        key = (url.rstrip("/"), hashlib.sha256((token or "").encode()).hexdigest())
+        base = url.rstrip("/")
+        key = (base, hashlib.sha256((token or "").encode()).hexdigest())
         client = self._clients.pop(key, None)
         if client is None:
-            client = PlatformClient(url, token=token, event_hooks=self._event_hooks)
+            # The platform's capacity is one per URL, so is its gate; what a list returns depends on
+            # the token, so lists are shared only among the users of one token.
+            client = PlatformClient(
+                url,
+                token=token,
+                event_hooks=self._event_hooks,
+                gate=self.gates.setdefault(base.lower(), CallGate(self.concurrency)),
+                shared=self.shared.setdefault(f"{base.lower()}|{key[1]}", SharedReads()),
+            )
         self._clients[key] = client  # most recently used last
         while len(self._clients) > self.max_clients:
             # Rotated tokens leave old clients behind; the least recently used one goes.
             oldest = self._clients.pop(next(iter(self._clients)))
             self._closing.add(asyncio.ensure_future(oldest.aclose()))
         return client
+
+    def forget(self, owner: str) -> None:
+        """Drop what the shared lists know about an installation that is gone."""
+        for shared in self.shared.values():
+            shared.forget(owner)
 
     async def aclose(self) -> None:
         """Close every client."""

@@ -22,6 +22,7 @@ from typing import Final
 from bundle_operator.k8s import handlers
 from bundle_operator.k8s.bundle import BundleReconciler
 from bundle_operator.k8s.events import Events
+from bundle_operator.k8s.handlers import DEFAULT_WORKERS
 from bundle_operator.k8s.health import Liveness, serve_health
 from bundle_operator.k8s.installation import InstallationReconciler, OperatorSettings
 from bundle_operator.k8s.kube import Kube, load_connection
@@ -45,6 +46,7 @@ from bundle_operator.k8s.metrics import METRICS, platform_event_hooks, serve_met
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.sources import SourceSettings
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
+from bundle_operator.platform.gate import DEFAULT_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,8 @@ class RunOptions:
     log_level: str = "INFO"
     json_logs: bool = True
     leader_election: LeaderElectionOptions | None = None
+    platform_concurrency: int = DEFAULT_LIMIT
+    workers: int = DEFAULT_WORKERS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +114,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="UNSAFE, for tests and local setups only: let url and mcpb sources reach loopback and "
         "private networks (an SSRF risk wherever Bundles come from untrusted users)",
+    )
+    parser.add_argument(
+        "--platform-concurrency",
+        type=_positive,
+        metavar="N",
+        default=DEFAULT_LIMIT,
+        help="calls in flight to one platform at most, shared fairly by its installations "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive,
+        metavar="N",
+        default=DEFAULT_WORKERS,
+        help="objects of one kind reconciled at once at most; caps the load on the API server "
+        "(default %(default)s)",
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument("--text-logs", action="store_true", help="plain text logs instead of JSON")
@@ -181,7 +201,19 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         log_level=args.log_level,
         json_logs=not args.text_logs,
         leader_election=_leader_election_from(args),
+        platform_concurrency=args.platform_concurrency,
+        workers=args.workers,
     )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
 
 
 def _leader_election_from(args: argparse.Namespace) -> LeaderElectionOptions | None:
@@ -218,7 +250,7 @@ async def run_operator(options: RunOptions) -> None:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     connection = load_connection()
     kube = Kube(connection)
-    platforms = PlatformPool(event_hooks=platform_event_hooks())
+    platforms = PlatformPool(event_hooks=platform_event_hooks(), concurrency=options.platform_concurrency)
     sources = SourceSettings(allow_private_sources=options.allow_private_sources)
     settings = OperatorSettings(
         options.platform_url, options.platform_token, sources, options.platform_token_file
@@ -232,6 +264,7 @@ async def run_operator(options: RunOptions) -> None:
         bundles=BundleReconciler(kube, sources),
         liveness=liveness,
         default_platform_url=options.platform_url,
+        workers=options.workers,
     )
     stop = asyncio.Event()
     ready = asyncio.Event()

@@ -15,13 +15,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import date, datetime
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from bundle_operator.platform.catalog import ModelInfo
 from bundle_operator.platform.errors import NotFound, PlatformError, Unavailable, error_for_status
+from bundle_operator.platform.gate import OK, CallGate, CircuitOpen, Outcome
 from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import (
     ApiKeyIssued,
@@ -49,6 +50,7 @@ from bundle_operator.platform.models import (
 )
 from bundle_operator.platform.protocol import Filters
 from bundle_operator.platform.retry import RetryPolicy, parse_retry_after
+from bundle_operator.platform.sharing import SharedReads
 
 E = TypeVar("E", bound=Entity)
 C = TypeVar("C", bound=ApiModel)
@@ -62,6 +64,9 @@ _PAGE_LIMIT = 500
 
 # Transport failures where the request never reached the platform: repeating is always safe.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# A pause of the whole platform at most this long is waited out inside one call; a longer one
+# fails the call, so the reconcile reports the outage and backs off.
+_WAIT_OUT_PAUSE = 2.0
 
 
 def _wire_default(value: Any) -> Any:
@@ -87,6 +92,12 @@ def _seg(value: str) -> str:
     return quote(value, safe="")
 
 
+def _workspace_of(path: str) -> str:
+    """The workspace segment of ``/v1/workspaces/{ws}/...`` as sent (quoted), or ''."""
+    parts = path.split("/")
+    return unquote(parts[3]) if len(parts) > 3 and parts[1:3] == ["v1", "workspaces"] else ""
+
+
 def _check_member(member: str) -> None:
     # member__name is split at the first '__': a member name holding '__' or starting or ending
     # with '_' would address another member's entry, so it is refused before anything is sent.
@@ -108,6 +119,8 @@ class PlatformClient:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
         event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
+        gate: CallGate | None = None,
+        shared: SharedReads | None = None,
     ) -> None:
         headers = {"Accept": f"application/json, {PROBLEM_JSON}"}
         if token:
@@ -123,6 +136,10 @@ class PlatformClient:
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
         self._rng = rng or random.Random()
+        # Shared with the other clients of the same platform (see k8s/platforms.py); None for the
+        # CLI and tests, which call the platform directly.
+        self.gate = gate
+        self.shared = shared
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> PlatformClient:
@@ -165,9 +182,12 @@ class PlatformClient:
         for attempt in range(self._retry.attempts):
             last = attempt == self._retry.attempts - 1
             try:
-                response = await self._http.request(
-                    method, path, content=body, params=params, headers=all_headers
-                )
+                response = await self._send(method, path, body, params, all_headers)
+            except CircuitOpen as exc:
+                if last or (exc.retry_after or 0.0) > _WAIT_OUT_PAUSE:
+                    raise
+                await self._sleep(exc.retry_after or 0.0)
+                continue
             except _NOT_SENT as exc:
                 error: PlatformError = Unavailable(
                     f"could not reach the platform at {self.base_url} ({type(exc).__name__})",
@@ -194,6 +214,39 @@ class PlatformClient:
                 raise error
             await self._sleep(self._retry.delay(attempt, error.retry_after, self._rng))
         raise AssertionError("unreachable")  # pragma: no cover - the loop always returns or raises
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        params: Mapping[str, str] | None,
+        headers: Mapping[str, str],
+    ) -> httpx.Response:
+        """One HTTP call, through the platform's gate when there is one."""
+        if self.gate is None:
+            return await self._http.request(method, path, content=body, params=params, headers=headers)
+        try:
+            async with self.gate.slot() as report:
+                try:
+                    response = await self._http.request(
+                        method, path, content=body, params=params, headers=headers
+                    )
+                except _NOT_SENT:
+                    report(Outcome(overloaded=True))
+                    raise
+                except httpx.TransportError:
+                    report(OK)
+                    raise
+                pause = response.headers.get("Retry-After")
+                if response.status_code == 429 or (response.status_code == 503 and pause is not None):
+                    report(Outcome(overloaded=True, retry_after=parse_retry_after(pause)))
+                else:
+                    report(OK)
+                return response
+        finally:
+            if method != "GET" and self.shared is not None:
+                self.shared.wrote(_workspace_of(path))
 
     async def _call(
         self,
@@ -265,7 +318,16 @@ class PlatformClient:
     async def list_all(
         self, workspace: str, kind: Kind[E, Any, Any], *, filters: Filters | None = None
     ) -> list[E]:
-        """Every entity matching ``filters``, following the pages."""
+        """Every entity matching ``filters``, following the pages (shared per workspace when the
+        running reconcile allows it; see ``sharing``)."""
+        if self.shared is not None:
+            shared: list[E] = await self.shared.read(
+                workspace, kind.path, filters, lambda: self._list_all(workspace, kind, filters)
+            )
+            return shared
+        return await self._list_all(workspace, kind, filters)
+
+    async def _list_all(self, workspace: str, kind: Kind[E, Any, Any], filters: Filters | None) -> list[E]:
         items: list[E] = []
         cursor: str | None = None
         while True:
@@ -312,7 +374,13 @@ class PlatformClient:
 
     async def list_models(self, workspace: str) -> list[ModelInfo]:
         """The models an agent may name (the tools it can use are the workspace's MCP instances)."""
-        return await self._all(f"{self._ws(workspace)}/models", ModelInfo)
+        path = f"{self._ws(workspace)}/models"
+        if self.shared is not None:
+            models: list[ModelInfo] = await self.shared.read(
+                workspace, "models", None, lambda: self._all(path, ModelInfo)
+            )
+            return models
+        return await self._all(path, ModelInfo)
 
     # --- gateway bundles --------------------------------------------------------------------
 
