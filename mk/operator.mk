@@ -1,5 +1,12 @@
-# The operator's benchmark: apply-to-Ready time, RSS, and platform calls per drift interval.
-.PHONY: bench-operator
+# The operator's benchmarks: apply-to-Ready time, RSS, and platform calls per drift interval, for
+# one installation at a time (bench-operator) and for a fleet applied at once (bench-scale; pass
+# options with SCALE_ARGS, e.g. make bench-scale SCALE_ARGS="--count 1000").
+.PHONY: bench-operator bench-scale
+
+SCALE_ARGS ?=
 
 bench-operator: envtest
 	$(BIN)/python bench/k8s_operator.py
+
+bench-scale: envtest
+	$(BIN)/python bench/scale.py $(SCALE_ARGS)

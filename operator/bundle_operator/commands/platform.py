@@ -44,6 +44,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="add the /_admin/faults routes that make chosen calls fail or slow down (tests only)",
     )
+    run.add_argument(
+        "--count-calls",
+        action="store_true",
+        help="count API calls by method, kind and workspace at /_admin/calls (for benchmarks)",
+    )
     run.add_argument("--public-url", help="the gateway's public MCP base URL (default http://HOST:PORT/mcp)")
     run.add_argument(
         "--github-base-url",
@@ -91,6 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
         db_path=args.db,
         token=token,
         fault_injection=args.enable_fault_injection,
+        count_calls=args.count_calls,
         public_url=args.public_url,
         github_base_url=args.github_base_url,
         discovery_interval=args.discovery_interval,

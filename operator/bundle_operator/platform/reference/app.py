@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from bundle_operator.platform.reference import endpoint_routes, faults, idempotency_routes
+from bundle_operator.platform.reference import call_counts, endpoint_routes, faults, idempotency_routes
 from bundle_operator.platform.reference.agent_rules import AgentRules, ChannelRules, PolicyRules, TriggerRules
 from bundle_operator.platform.reference.bundle_rules import EndpointRules, GatewayBundleRules
 from bundle_operator.platform.reference.context import CONTEXT, Context, ServerConfig
@@ -111,6 +111,8 @@ def create_app(config: ServerConfig) -> web.Application:
     middlewares: list[Middleware] = [problem_middleware, auth_middleware(config.token)]
     if config.fault_injection:
         middlewares.append(faults.fault_middleware)
+    if config.count_calls:
+        middlewares.insert(0, call_counts.count_middleware)  # outermost: it sees every final status
     app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY)
     ctx = Context(config=config, store=Store(config.db_path))
     if config.public_url:
@@ -131,6 +133,8 @@ def create_app(config: ServerConfig) -> web.Application:
     idempotency_routes.register(app)
     if config.fault_injection:
         faults.register(app)
+    if config.count_calls:
+        call_counts.register(app)
 
     async def open_store(app: web.Application) -> None:
         await ctx.store.open()

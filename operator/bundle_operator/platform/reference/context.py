@@ -20,6 +20,7 @@ class ServerConfig:
     db_path: Path
     token: str | None = None
     fault_injection: bool = False
+    count_calls: bool = False  # the /_admin/calls counters, for benchmarks
     # The gateway's public MCP base; endpoint URLs are ``{public_url}/{name}/mcp``. None means
     # ``http://<host>:<port>/mcp`` of the bound socket.
     public_url: str | None = None

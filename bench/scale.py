@@ -1,0 +1,748 @@
+"""Benchmark: a fleet of BundleInstallations applied at once, on the dev cluster and the reference platform.
+
+Starts the dev cluster (binaries from `make envtest`, with an audit log so API-server requests can
+be told apart by client), the reference platform with its call counters on (`--count-calls`) and
+the operator, then applies COUNT BundleInstallations of a 12-entity bundle (COUNT/WORKSPACES
+distinct bundles, each installed into every workspace) with one `kubectl apply --server-side`, and
+prints:
+
+- seconds from the apply to every installation Ready (polled with one list a second);
+- the operator's peak RSS (VmHWM), and the CPU seconds of each process during the install;
+- API-server requests per installation during the install, from the audit log, by client, verb
+  and resource;
+- platform calls per installation during the install, counted at the platform, by method, kind
+  and operation, against the limit: platform entities created + disabled triggers + 3;
+- once settled, platform calls per drift interval over --intervals intervals, by kind and
+  workspace, and the most lists of one kind in one workspace per interval (limit 1).
+
+Targets (issue 13): 1,000 Ready within 120 s, operator RSS under 300 MB, drift at most one list per
+kind per workspace per interval, install calls per installation at most the limit above. MB here
+is MiB (2^20 bytes). The last line is for scripts:
+
+    scale: N installations Ready in S s; operator peak RSS M MB; drift lists per workspace per
+    interval L (limit K)                                                    (on one line)
+
+    .venv/bin/python bench/scale.py [--count 300] [--workspaces 10] [--drift-interval 30]
+        [--intervals 3] [--ready-timeout 600] [--operator-arg=--some-flag ...] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import ssl
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e.conftest import ETCD_VERSION, KUBERNETES_VERSION  # noqa: E402
+from tests.e2e.operator_harness import OperatorProcess, apply_crds  # noqa: E402
+from tests.integration.platform.platform_harness import PlatformProcess, start_platform  # noqa: E402
+
+from bundle_operator.devcluster import DevCluster, Kubectl, locate  # noqa: E402
+
+NAMESPACE = "fleet"
+CREDENTIALS = "fleet-credentials"
+AUTOMATIONS = 2  # cron triggers per bundle; installed disabled (activate: false)
+BUNDLE_ENTITIES = 12
+DRIFT_LIST_LIMIT = 1
+READY_TARGET_SECONDS = 120.0  # for 1,000 installations
+RSS_TARGET_MIB = 300.0
+# One event per request: watches when they start, everything else when it completes.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata"}],
+}
+# Not the operator: this benchmark's own kubectl and polls, the control plane's own components.
+POLL_AGENT = "bench-scale"
+OTHER_CLIENTS = ("kubectl", POLL_AGENT, "kube-controller-manager", "kube-apiserver")
+INSTALLATIONS = f"/apis/bundle-operator.dev/v1alpha1/namespaces/{NAMESPACE}/bundleinstallations"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+# --- the fleet --------------------------------------------------------------------------------------
+
+
+def bundle_document(name: str) -> dict[str, Any]:
+    """12 entities: 2 URL MCPs, 3 inline skills, 2 agents, 1 channel, 2 automations, 2 policies.
+
+    Every name the platform shows carries the bundle's name, so bundles never collide in a
+    workspace; nothing needs a live peer at install time.
+    """
+    skills = [
+        {
+            "key": key,
+            "source_type": "inline",
+            "content": f"---\nname: {name}-{key}\ndescription: {text}\n---\n# {text}\n\n{body}\n",
+        }
+        for key, text, body in (
+            ("triage", "Label an issue", "Pick one of bug, feature or question; add an area label."),
+            ("digest", "Summarize the day", "Group new issues by label; list unlabeled ones first."),
+            ("reply", "Answer a maintainer", "Be brief, link issues by number, never close one."),
+        )
+    ]
+    return {
+        "schema_version": "0.1.0",
+        "name": name,
+        "version": "1.0.0",
+        "description": f"Fleet benchmark bundle {name}.",
+        "setup": [{"key": "telegram_bot_token", "label": "Telegram bot token", "type": "secret"}],
+        "mcps": [
+            {
+                "key": "issues",
+                "name": f"{name} issues",
+                "type": "url",
+                "endpoint_url": "https://mcp.example.com/issues",
+            },
+            {
+                "key": "docs",
+                "name": f"{name} docs",
+                "type": "url",
+                "endpoint_url": "https://mcp.example.com/docs",
+            },
+        ],
+        "skills": skills,
+        "agents": [
+            {
+                "key": "triage_bot",
+                "name": f"{name} triage bot",
+                "description": "Labels new issues.",
+                "model": "gpt-5",
+                "instructions": "Triage every new issue with the triage skill.",
+                "mcps": ["issues", "docs"],
+                "skills": ["triage", "reply"],
+            },
+            {
+                "key": "digest_bot",
+                "name": f"{name} digest bot",
+                "description": "Posts the morning digest.",
+                "model": "gpt-5",
+                "instructions": "Summarize what happened since yesterday.",
+                "mcps": ["issues"],
+                "skills": ["digest"],
+            },
+        ],
+        "channels": [
+            {
+                "key": "maintainers",
+                "type": "telegram",
+                "agent": "triage_bot",
+                "bot_token": "${setup.telegram_bot_token}",
+                "enabled": True,
+            }
+        ],
+        "automations": [
+            {
+                "key": "morning_digest",
+                "type": "cron",
+                "agent": "digest_bot",
+                "schedule": "0 8 * * 1-5",
+                "timezone": "Europe/Berlin",
+                "message": "Summarize the issues opened since yesterday.",
+                "enabled": True,
+            },
+            {
+                "key": "weekly_sweep",
+                "type": "cron",
+                "agent": "triage_bot",
+                "schedule": "0 9 * * 1",
+                "timezone": "Europe/Berlin",
+                "message": "List issues without a label.",
+                "enabled": True,
+            },
+        ],
+        "policies": [
+            {
+                "key": "spend_cap",
+                "type": "spend_cap",
+                "agent": "triage_bot",
+                "config": {"period": "month", "limit_usd": 50},
+            },
+            {
+                "key": "answer_check",
+                "type": "answer_check",
+                "agent": "digest_bot",
+                "config": {"criteria": "Every issue is linked by number.", "max_retries": 1},
+            },
+        ],
+    }
+
+
+def workspace_names(count: int) -> list[str]:
+    return [f"fleet-ws-{w}" for w in range(count)]
+
+
+def fleet(count: int, workspaces: list[str], interval: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """The Bundles, then every installation (bundle x workspace), and the installations' names."""
+    bundles = [f"fleet-{b:03d}" for b in range(count // len(workspaces))]
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "bundle-operator.dev/v1alpha1",
+            "kind": "Bundle",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"source": {"inline": bundle_document(name)}},
+        }
+        for name in bundles
+    ]
+    names: list[str] = []
+    for w, ws in enumerate(workspaces):
+        for name in bundles:
+            names.append(f"{name}-w{w}")
+            objects.append(
+                {
+                    "apiVersion": "bundle-operator.dev/v1alpha1",
+                    "kind": "BundleInstallation",
+                    "metadata": {"name": names[-1], "namespace": NAMESPACE},
+                    "spec": {
+                        "bundleRef": {"name": name},
+                        "workspace": ws,
+                        "setup": [
+                            {
+                                "key": "telegram_bot_token",
+                                "secretKeyRef": {"name": CREDENTIALS, "key": "telegram_bot_token"},
+                            }
+                        ],
+                        "activate": False,
+                        "driftPolicy": {"interval": f"{interval}s", "mode": "Warn"},
+                    },
+                }
+            )
+    return objects, names
+
+
+# --- measuring --------------------------------------------------------------------------------------
+
+
+def proc_status(pid: int, key: str) -> float:
+    """A kB field of /proc/<pid>/status (VmRSS, VmHWM) in MiB; NaN once the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{key}:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of a process so far (as bench/gateway.py reads them)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def own_cpu_seconds() -> float:
+    """This benchmark's CPU seconds, its finished kubectl runs included."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+CallKey = tuple[str, str, str, str, int]  # method, kind, op, workspace, status
+
+
+def platform_calls(platform: PlatformProcess, reset: bool) -> Counter[CallKey]:
+    """The platform's call counters; ``reset`` reads and zeroes them in one request."""
+    answer = httpx.request("DELETE" if reset else "GET", f"{platform.url}/_admin/calls", timeout=30)
+    answer.raise_for_status()
+    return Counter(
+        {
+            (c["method"], c["kind"], c["op"], c["workspace"], int(c["status"])): int(c["count"])
+            for c in answer.json()["calls"]
+        }
+    )
+
+
+def operator_metric(operator: OperatorProcess, name: str, labels: Mapping[str, str]) -> float:
+    """The sum of one operator metric over the label sets that include ``labels``."""
+    total = 0.0
+    for line in operator.metrics().splitlines():
+        match = re.match(rf"^{name}\{{(.*)\}} ([0-9.e+-]+)$", line)
+        if match and all(f'{k}="{v}"' in match.group(1) for k, v in labels.items()):
+            total += float(match.group(2))
+    return total
+
+
+@dataclass
+class AuditLog:
+    """The API server's audit log, read from where the last read stopped."""
+
+    path: Path
+    offset: int = 0
+
+    def skip(self) -> None:
+        """Forget everything logged so far."""
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def requests(self) -> list[dict[str, Any]]:
+        """One event per request since the last read: watches as they start, the rest as they end."""
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as log:
+            log.seek(self.offset)
+            data = log.read()
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        self.offset += end
+        events = []
+        for line in data[:end].splitlines():
+            event = json.loads(line)
+            watch = event.get("verb") == "watch"
+            if event.get("stage") == ("ResponseStarted" if watch else "ResponseComplete"):
+                events.append(event)
+        return events
+
+
+def client_of(event: Mapping[str, Any]) -> str:
+    """The client program that sent a request, from its user agent (``kubectl/v1.37 ...`` -> kubectl)."""
+    agent = str(event.get("userAgent") or "(none)")
+    return agent.split("/", 1)[0].split(" ", 1)[0]
+
+
+def resource_of(event: Mapping[str, Any]) -> str:
+    ref = event.get("objectRef") or {}
+    name = ref.get("resource") or event.get("requestURI", "?").split("?", 1)[0]
+    if ref.get("subresource"):
+        name += "/" + ref["subresource"]
+    return str(name)
+
+
+@dataclass
+class Processes:
+    """The processes whose CPU time and memory are shown."""
+
+    pids: dict[str, int] = field(default_factory=dict)
+
+    def cpu(self) -> dict[str, float]:
+        return {name: cpu_seconds(pid) for name, pid in self.pids.items()} | {"bench": own_cpu_seconds()}
+
+
+# --- waiting ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """When each installation was first seen Ready, and how the rest stood at the last look."""
+
+    ready_at: dict[str, float] = field(default_factory=dict)
+    others: Counter[str] = field(default_factory=Counter)
+    polls: int = 0
+
+
+def api_client(kubeconfig: Path, folder: Path) -> httpx.Client:
+    """An HTTP client for the API server with the kubeconfig's (admin) client certificate."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+    ca, cert, key = folder / "ca.pem", folder / "client.pem", folder / "client-key.pem"
+    key.touch(mode=0o600)
+    for path, data in (
+        (ca, cluster["certificate-authority-data"]),
+        (cert, user["client-certificate-data"]),
+        (key, user["client-key-data"]),
+    ):
+        path.write_bytes(base64.b64decode(data))
+    context = ssl.create_default_context(cafile=str(ca))
+    context.load_cert_chain(cert, key)
+    return httpx.Client(
+        base_url=cluster["server"], verify=context, timeout=120, headers={"User-Agent": f"{POLL_AGENT}/1"}
+    )
+
+
+def wait_all_ready(
+    api: httpx.Client,
+    names: list[str],
+    started: float,
+    timeout: float,
+    operator: OperatorProcess,
+) -> Progress:
+    """Poll with one list a second until every installation is Ready or ``timeout`` passes.
+
+    The list asks for the server-side table (the CRD's Ready and Reason columns) straight over
+    HTTP: a kubectl run a second would cost more CPU than some of what is measured, and the full
+    objects would ship every installation's status each second. The specs never change here, so a
+    Ready installation's generation is the one it observed (checked once at the end).
+    """
+    progress = Progress()
+    wanted = set(names)
+    last_print = 0.0
+    while True:
+        tick = time.monotonic()
+        assert operator.process is not None
+        if operator.process.poll() is not None:
+            raise RuntimeError(f"the operator exited: {operator.log.read_text()[-3000:]}")
+        answer = api.get(INSTALLATIONS, params={"includeObject": "None"}, headers={"Accept": TABLE})
+        answer.raise_for_status()
+        table = answer.json()
+        column = {c["name"]: i for i, c in enumerate(table["columnDefinitions"])}
+        progress.polls += 1
+        seen = tick - started
+        progress.others = Counter()
+        listed = 0
+        for row in table.get("rows") or []:
+            cells = row["cells"]
+            name = cells[column["Name"]]
+            if name not in wanted:
+                continue
+            listed += 1
+            ready, reason = cells[column["Ready"]] or "<none>", cells[column["Reason"]] or "<none>"
+            if ready == "True":
+                progress.ready_at.setdefault(name, seen)
+            else:
+                progress.others[f"Ready={ready}/{reason}"] += 1
+        progress.others["not listed yet"] = len(wanted) - listed
+        done = len(progress.ready_at)
+        if tick - last_print >= 15 or done == len(wanted):
+            last_print = tick
+            waiting = ", ".join(f"{k} {v}" for k, v in progress.others.most_common() if v)
+            waiting = f"; {waiting}" if waiting else ""
+            print(f"  {seen:6.1f} s: {done}/{len(wanted)} Ready{waiting}", flush=True)
+        if done == len(wanted) or seen > timeout:
+            return progress
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+
+
+# --- printing ---------------------------------------------------------------------------------------
+
+
+def print_table(title: str, rows: Iterable[tuple[str, float]], unit: str, limit: int = 40) -> None:
+    ordered = sorted(rows, key=lambda r: (-r[1], r[0]))
+    print(title)
+    for label, value in ordered[:limit]:
+        print(f"    {value:9.2f}  {label}")
+    if len(ordered) > limit:
+        rest = sum(v for _, v in ordered[limit:])
+        print(f"    ... {len(ordered) - limit} more rows, {rest:.2f} {unit} in all")
+
+
+def print_install_calls(calls: Counter[CallKey], count: int) -> tuple[float, float, float]:
+    """Platform calls per installation by method, kind and operation; returns (all, created, triggers)."""
+    by_op: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    for (method, kind, op, _ws, status), n in calls.items():
+        by_op[f"{method:6} {kind} {op}"] += n
+        if status >= 400:
+            failed[f"{method:6} {kind} {op} -> {status}"] += n
+    total = sum(calls.values())
+    created = sum(n for (_m, _k, op, _w, s), n in calls.items() if op == "create" and s == 201) / count
+    disabled = (
+        sum(n for (_m, k, op, _w, s), n in calls.items() if k == "triggers" and op == "update" and s < 300)
+        / count
+    )
+    print_table(
+        f"platform calls per installation during the install, by method, kind and operation "
+        f"({total / count:.2f} in all):",
+        ((label, n / count) for label, n in by_op.items()),
+        "calls",
+    )
+    if failed:
+        print_table(
+            "  of which answered with an error status (per installation):",
+            ((label, n / count) for label, n in failed.items()),
+            "calls",
+        )
+    return total / count, created, disabled
+
+
+def print_audit(events: list[dict[str, Any]], per: int, what: str) -> float:
+    """API-server requests ``what`` (divided by ``per``), by client, and the operator's by verb and
+    resource. The operator is every client but this benchmark's kubectl and the control plane's own
+    components: its own Kubernetes client (python-httpx) and kopf's watches and patches."""
+    clients = Counter(client_of(e) for e in events)
+    print(
+        f"API-server requests {what}, by client (user agent): "
+        + ", ".join(f"{name} {n / per:.2f}" for name, n in clients.most_common())
+    )
+    ours = Counter((str(e.get("verb")), resource_of(e)) for e in events if client_of(e) not in OTHER_CLIENTS)
+    total = sum(ours.values()) / per
+    print_table(
+        f"  the operator's, by verb and resource ({total:.2f} in all):",
+        ((f"{verb:6} {res}", n / per) for (verb, res), n in ours.items()),
+        "requests",
+    )
+    return total
+
+
+def drift_breakdown(calls: Counter[CallKey], intervals: int, workspaces: list[str]) -> float:
+    """Print calls per drift interval by kind and workspace; return the most lists of one kind in one
+    workspace per interval."""
+    by_kind: Counter[str] = Counter()
+    per_ws: dict[str, Counter[str]] = {ws: Counter() for ws in workspaces}
+    lists: Counter[tuple[str, str]] = Counter()
+    for (method, kind, op, ws, _status), n in calls.items():
+        by_kind[f"{method:6} {kind} {op}"] += n
+        per_ws.setdefault(ws or "(none)", Counter())[op] += n
+        if op == "list":
+            lists[(kind, ws)] += n
+    total = sum(calls.values())
+    print_table(
+        f"platform calls per drift interval, by method, kind and operation ({total / intervals:.1f} in all):",
+        ((label, n / intervals) for label, n in by_kind.items()),
+        "calls",
+    )
+    print("platform calls per drift interval, by workspace (all | list | get | writes):")
+    for ws, ops in sorted(per_ws.items()):
+        writes = sum(n for op, n in ops.items() if op not in ("list", "get"))
+        print(
+            f"    {ws:14} {sum(ops.values()) / intervals:9.1f} | {ops['list'] / intervals:7.1f} | "
+            f"{ops['get'] / intervals:7.1f} | {writes / intervals:6.1f}"
+        )
+    if lists:
+        kinds = sorted({k for k, _ in lists})
+        print("lists per drift interval, by kind (max over workspaces | mean per workspace):")
+        for kind in kinds:
+            values = [lists[(kind, ws)] / intervals for ws in workspaces]
+            print(f"    {kind:18} {max(values):7.2f} | {sum(values) / len(values):7.2f}")
+    return max((n / intervals for n in lists.values()), default=0.0)
+
+
+# --- the run ----------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--count", type=int, default=300, help="installations (a multiple of --workspaces)")
+    parser.add_argument("--workspaces", type=int, default=10)
+    parser.add_argument("--drift-interval", type=int, default=30, help="seconds (the operator's floor is 5)")
+    parser.add_argument("--intervals", type=int, default=3, help="drift intervals to measure once settled")
+    parser.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for all Ready")
+    parser.add_argument(
+        "--operator-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an extra operator flag (repeatable; write --operator-arg=--flag for flags)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, audit log, db)")
+    args = parser.parse_args()
+    if args.count <= 0 or args.workspaces <= 0 or args.count % args.workspaces:
+        parser.error("--count must be a positive multiple of --workspaces")
+    if args.drift_interval < 5 or args.intervals <= 0:
+        parser.error("--drift-interval must be at least 5 and --intervals positive")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below stops everything
+
+    work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    policy = work / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+    audit = AuditLog(work / "audit.log")
+    workspaces = workspace_names(args.workspaces)
+    objects, names = fleet(args.count, workspaces, args.drift_interval)
+    manifest = work / "fleet.yaml"
+    manifest.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    print(
+        f"fleet: {args.count} installations = {args.count // args.workspaces} bundles x "
+        f"{args.workspaces} workspaces; {BUNDLE_ENTITIES} entities per bundle; drift interval "
+        f"{args.drift_interval} s; operator args {args.operator_arg or 'none'}; work folder {work}",
+        flush=True,
+    )
+
+    cluster = DevCluster(
+        locate(KUBERNETES_VERSION, ETCD_VERSION),
+        workdir=work / "cluster",
+        apiserver_args=(
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={audit.path}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=0",
+        ),
+    )
+    platform: PlatformProcess | None = None
+    operator: OperatorProcess | None = None
+    succeeded = False
+    try:
+        cluster.start()
+        kubectl = Kubectl(cluster.binaries.kubectl, cluster.kubeconfig)
+        api = api_client(cluster.kubeconfig, work)
+        platform = start_platform(work / "platform.db", "--count-calls", log=work / "platform.log")
+        operator = OperatorProcess(
+            cluster.kubeconfig,
+            platform.url,
+            work / "operator.log",
+            extra=tuple(args.operator_arg),
+            scope=("--all-namespaces",),
+        )
+        apply_crds(kubectl)
+        kubectl.run("create", "namespace", NAMESPACE)
+        kubectl.run(
+            "create", "secret", "generic", CREDENTIALS, "-n", NAMESPACE,
+            "--from-literal=telegram_bot_token=123456:fleet-bench-not-a-token",
+        )  # fmt: skip
+        operator.start()
+        assert operator.process is not None
+        pids = Processes(
+            {
+                "operator": operator.process.pid,
+                "kube-apiserver": cluster.pids["kube-apiserver"],
+                "etcd": cluster.pids["etcd"],
+                "kube-controller-manager": cluster.pids["kube-controller-manager"],
+                "platform": platform.process.pid,
+            }
+        )
+        time.sleep(3)
+        idle_rss = proc_status(operator.process.pid, "VmRSS")
+
+        # --- install ----------------------------------------------------------------------------
+        platform_calls(platform, reset=True)
+        audit.skip()
+        reconciles_before = operator_metric(
+            operator, "bundle_operator_reconciles_total", {"kind": "BundleInstallation"}
+        )
+        own_before = operator_metric(operator, "bundle_operator_platform_calls_total", {})
+        cpu_before = pids.cpu()
+        started = time.monotonic()
+        kubectl.run("apply", "--server-side", "-f", str(manifest), timeout=900)
+        applied = time.monotonic() - started
+        print(f"kubectl apply --server-side of {len(objects)} objects took {applied:.1f} s", flush=True)
+        progress = wait_all_ready(api, names, started, args.ready_timeout, operator)
+        elapsed = time.monotonic() - started
+        install_calls = platform_calls(platform, reset=True)
+        install_events = audit.requests()
+        cpu_after = pids.cpu()
+        own_after = operator_metric(operator, "bundle_operator_platform_calls_total", {})
+        reconciles_after = operator_metric(
+            operator, "bundle_operator_reconciles_total", {"kind": "BundleInstallation"}
+        )
+        ready = len(progress.ready_at)
+        all_ready = ready == len(names)
+        peak_rss = proc_status(operator.process.pid, "VmHWM")
+        last_ready = max(progress.ready_at.values(), default=float("nan"))
+
+        print()
+        if all_ready:
+            print(f"apply -> all {ready} Ready: {last_ready:.1f} s (polled {progress.polls} times)")
+        else:
+            print(
+                f"TIMEOUT after {args.ready_timeout:.0f} s: {ready}/{len(names)} Ready; the rest: "
+                + ", ".join(f"{k} {v}" for k, v in progress.others.most_common() if v)
+            )
+        if ready:
+            times = sorted(progress.ready_at.values())
+            print(
+                "  Ready after (s): first {:.1f}, 10% {:.1f}, 50% {:.1f}, 90% {:.1f}, last {:.1f}".format(
+                    times[0], *(times[int(len(times) * q)] for q in (0.1, 0.5, 0.9)), times[-1]
+                )
+            )
+        print(
+            f"operator RSS: idle {idle_rss:.1f} MiB, peak {peak_rss:.1f} MiB "
+            f"(target < {RSS_TARGET_MIB:.0f}); "
+            + "peak of the others: "
+            + ", ".join(
+                f"{name} {proc_status(pid, 'VmHWM'):.0f} MiB"
+                for name, pid in pids.pids.items()
+                if name != "operator"
+            )
+        )
+        print(
+            f"CPU seconds during the install ({elapsed:.1f} s wall, 2 cores = {2 * elapsed:.0f} core-s): "
+            + ", ".join(f"{name} {cpu_after[name] - cpu_before[name]:.1f}" for name in cpu_before)
+        )
+        print_audit(install_events, args.count, "per installation during the install")
+        per_install, created, disabled = print_install_calls(install_calls, args.count)
+        print(
+            f"  the operator's own count of its platform calls: {(own_after - own_before) / args.count:.2f} "
+            f"per installation (the platform counted {per_install:.2f})"
+        )
+        limit = created + disabled + 3
+        writes = (
+            sum(n for (m, *_), n in install_calls.items() if m in ("POST", "PATCH", "PUT", "DELETE"))
+            / args.count
+        )
+        # Installations Ready early have drift checks (reconciles too) before the last is Ready.
+        reconciles = (reconciles_after - reconciles_before) / args.count
+        print(
+            f"install calls per installation: {per_install:.2f} = writes {writes:.2f} + reads "
+            f"{per_install - writes:.2f} over {reconciles:.2f} reconciles (drift checks of installations "
+            f"Ready early included), {(per_install - writes) / reconciles:.2f} reads per reconcile; "
+            f"limit = platform entities created {created:.2f} + triggers disabled {disabled:.2f} + 3 "
+            f"= {limit:.2f}"
+        )
+
+        # --- drift ------------------------------------------------------------------------------
+        drift_lists: float | None = None
+        if all_ready:
+            settle = args.drift_interval + 5
+            print(f"\nsettling {settle} s, then counting {args.intervals} drift intervals ...", flush=True)
+            time.sleep(settle)
+            platform_calls(platform, reset=True)
+            audit.skip()
+            cpu_before = pids.cpu()
+            reconciles_before = operator_metric(
+                operator, "bundle_operator_reconciles_total", {"kind": "BundleInstallation"}
+            )
+            window = args.drift_interval * args.intervals
+            time.sleep(window)
+            drift_calls = platform_calls(platform, reset=True)
+            drift_events = audit.requests()
+            cpu_after = pids.cpu()
+            checks = (
+                operator_metric(operator, "bundle_operator_reconciles_total", {"kind": "BundleInstallation"})
+                - reconciles_before
+            )
+            print(
+                f"drift checks in {window} s: {checks:.0f} ({checks / args.count / args.intervals:.2f} per "
+                f"installation per interval); CPU seconds: "
+                + ", ".join(f"{name} {cpu_after[name] - cpu_before[name]:.1f}" for name in cpu_before)
+            )
+            drift_lists = drift_breakdown(drift_calls, args.intervals, workspaces)
+            if checks:
+                print(f"platform calls per drift check: {sum(drift_calls.values()) / checks:.2f}")
+            print_audit(drift_events, args.count * args.intervals, "per installation per drift interval")
+        peak_rss = proc_status(operator.process.pid, "VmHWM")
+
+        # The specs never changed, so Ready was always for the current generation; check once.
+        listed = kubectl.run("get", "bi", "-n", NAMESPACE, "-o", "json", timeout=300).stdout
+        statuses = [(i.get("status") or {}, i["metadata"]) for i in json.loads(listed)["items"]]
+        stale = sum(1 for status, meta in statuses if status.get("observedGeneration") != meta["generation"])
+        entities = Counter(len(status.get("entities") or []) for status, _ in statuses)
+        print(
+            f"\nstatus: {stale} installations with an unobserved generation; entities in status: "
+            + ", ".join(f"{n} x {k}" for k, n in sorted(entities.items()))
+        )
+        print(
+            f"targets: Ready {last_ready:.1f} s (1,000 within {READY_TARGET_SECONDS:.0f} s); "
+            f"RSS {peak_rss:.1f} MiB (< {RSS_TARGET_MIB:.0f}); "
+            f"drift lists {'n/a' if drift_lists is None else f'{drift_lists:.2f}'} (<= {DRIFT_LIST_LIMIT}); "
+            f"install calls {per_install:.2f} (<= {limit:.2f})"
+        )
+        lists_text = "n/a" if drift_lists is None else f"{drift_lists:.1f}"
+        seconds = last_ready if all_ready else elapsed
+        print(
+            f"scale: {ready} installations Ready in {seconds:.1f} s; operator peak RSS {peak_rss:.0f} MB; "
+            f"drift lists per workspace per interval {lists_text} (limit {DRIFT_LIST_LIMIT})"
+        )
+        succeeded = all_ready
+    finally:
+        if operator is not None and operator.process is not None:
+            operator.stop()
+        if platform is not None:
+            platform.stop()
+        cluster.stop()
+        if succeeded and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"(work folder kept: {work})", file=sys.stderr)
+    return 0 if succeeded else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
