@@ -464,7 +464,14 @@ def test_a_one_megabyte_bundle_installs(
     kubectl.apply(path, namespace=namespace, server_side=True)
     ready_bundle = wait_ready(kubectl, "bundle", NAME, namespace)
     assert ready_bundle["status"]["entities"]["skills"] == 2 + BIG_SKILLS
-    annotations = ready_bundle["metadata"].get("annotations") or {}
+
+    def handled_annotations() -> dict[str, str] | None:
+        # kopf stores its diff base after the handler's status write: Ready can come first.
+        obj = kubectl.get_or_none("bundle", NAME, namespace) or {}
+        found: dict[str, str] = obj.get("metadata", {}).get("annotations") or {}
+        return found if any(k.endswith("last-handled-configuration") for k in found) else None
+
+    annotations = wait_until(handled_annotations, 30, "kopf's diff base on the Bundle")
     assert all(len(value) < 4096 for value in annotations.values()), {
         k: len(v) for k, v in annotations.items()
     }

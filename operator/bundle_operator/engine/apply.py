@@ -607,11 +607,7 @@ async def apply(
     ``planned`` is a plan the caller just made with the same arguments; without one, apply plans.
     """
     options = options or Options()
-    lock = asyncio.Lock()
-
-    async def persist_locked(current: Record) -> None:
-        async with lock:
-            await persist(current)
+    persist_locked = GroupCommit(persist)
 
     first = planned or await plan(platform, workspace, parsed, setup, record, options)
     if first.inputs is None or first.preview.blocking:
@@ -757,6 +753,28 @@ async def apply(
         first.preview.issues,
     )
     return result
+
+
+class GroupCommit:
+    """Persists one record for concurrent writers, one write at a time; a caller whose change a
+    write that started after it already carried does not write again (the record is one object,
+    serialized as each write starts)."""
+
+    def __init__(self, persist: Persist) -> None:
+        self._persist = persist
+        self._lock = asyncio.Lock()
+        self._changes = 0
+        self._stored = 0
+
+    async def __call__(self, record: Record) -> None:
+        self._changes += 1
+        mine = self._changes
+        async with self._lock:
+            if self._stored >= mine:
+                return
+            upto = self._changes
+            await self._persist(record)
+            self._stored = upto
 
 
 def _after(before: Snapshot, writer: Writer) -> Snapshot:
