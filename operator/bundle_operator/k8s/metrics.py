@@ -22,16 +22,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import httpx
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
 from bundle_operator.platform.kinds import ALL_KINDS
+
+if TYPE_CHECKING:
+    from bundle_operator.k8s.platforms import PlatformPool
 
 PREFIX: Final = "bundle_operator_"
 
@@ -331,3 +335,49 @@ async def serve_metrics(host: str, port: int, registry: CollectorRegistry = REGI
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner
+
+
+# --- the platforms' gates and shared lists ----------------------------------------------------
+
+
+class PlatformLoad:
+    """Reports the call gates and shared lists of a ``PlatformPool`` at each scrape."""
+
+    def __init__(self, pool: PlatformPool) -> None:
+        self._pool = pool
+
+    def collect(self) -> Iterator[Metric]:
+        """The current figures, summed over the pool's platforms."""
+        gates = list(self._pool.gates.values())
+        shared = list(self._pool.shared.values())
+        in_flight = GaugeMetricFamily(
+            f"{PREFIX}platform_calls_in_flight", "Calls sent to a platform and not yet answered."
+        )
+        in_flight.add_metric([], sum(g.in_flight for g in gates))
+        yield in_flight
+        waiting = GaugeMetricFamily(
+            f"{PREFIX}platform_calls_waiting",
+            "Calls queued for a slot under --platform-concurrency (served round-robin by installation).",
+        )
+        waiting.add_metric([], sum(g.waiting for g in gates))
+        yield waiting
+        paused = GaugeMetricFamily(
+            f"{PREFIX}platform_paused",
+            "Platforms no call goes to right now: they asked for a pause (429, Retry-After) or could "
+            "not be reached.",
+        )
+        paused.add_metric([], sum(1 for g in gates if g.open_for() > 0))
+        yield paused
+        lists = CounterMetricFamily(
+            f"{PREFIX}platform_shared_lists",
+            "Lists a reconcile asked for: served from a list another installation of the workspace "
+            "made (hit) or sent to the platform (miss).",
+            labels=("result",),
+        )
+        lists.add_metric(["hit"], sum(s.hits for s in shared))
+        lists.add_metric(["miss"], sum(s.misses for s in shared))
+        yield lists
+
+    def describe(self) -> Iterator[Metric]:
+        """Nothing up front: the figures are read at scrape time."""
+        return iter(())

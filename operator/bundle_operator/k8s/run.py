@@ -42,7 +42,7 @@ from bundle_operator.k8s.leader import (
     lease_timing_problem,
 )
 from bundle_operator.k8s.logs import configure_logging
-from bundle_operator.k8s.metrics import METRICS, platform_event_hooks, serve_metrics
+from bundle_operator.k8s.metrics import METRICS, REGISTRY, PlatformLoad, platform_event_hooks, serve_metrics
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.sources import SourceSettings
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
@@ -251,6 +251,8 @@ async def run_operator(options: RunOptions) -> None:
     connection = load_connection()
     kube = Kube(connection)
     platforms = PlatformPool(event_hooks=platform_event_hooks(), concurrency=options.platform_concurrency)
+    load = PlatformLoad(platforms)
+    REGISTRY.register(load)
     sources = SourceSettings(allow_private_sources=options.allow_private_sources)
     settings = OperatorSettings(
         options.platform_url, options.platform_token, sources, options.platform_token_file
@@ -314,6 +316,7 @@ async def run_operator(options: RunOptions) -> None:
         beat.cancel()
         for runner in runners:
             await runner.cleanup()
+        REGISTRY.unregister(load)
         await platforms.aclose()
         await kube.aclose()
         if lease_kube is not None:
