@@ -7,6 +7,7 @@ effect until ``run.py`` starts an operator with it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -24,6 +25,7 @@ from bundle_operator.k8s.endpoint import EndpointReconciler, installation_marker
 from bundle_operator.k8s.health import Liveness
 from bundle_operator.k8s.installation import (
     ANNOTATION_INPUTS,
+    BundleClaim,
     InstallationReconciler,
     Peer,
     Retry,
@@ -177,6 +179,18 @@ def endpoints_by_installation(namespace: str | None, name: str, spec: kopf.Spec,
 
 
 @kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
+def bundle_claims(namespace: str | None, name: str, status: kopf.Status, **_: Any) -> dict[Any, BundleClaim]:
+    bundle_name = status.get("bundleName")
+    return {
+        (namespace, name): BundleClaim(
+            exists=True,
+            bundle_name=bundle_name if isinstance(bundle_name, str) else None,
+            stalled=is_true(dict(status), "Stalled"),
+        )
+    }
+
+
+@kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
 def bundles_by_object(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
     source = spec.get("source") or {}
     keys: dict[Any, str] = {}
@@ -323,7 +337,22 @@ async def bundle_deleted(namespace: str | None, name: str, **kwargs: Any) -> Non
 
 def _peers(spec: Any, installations_by_target: Any) -> list[Peer]:
     url = (spec.get("platform") or {}).get("url") or runtime().default_platform_url or ""
-    return list(installations_by_target.get((platform_key(url), spec.get("workspace") or ""), []))
+    peers = list(installations_by_target.get((platform_key(url), spec.get("workspace") or ""), []))
+    bundles = PEERS_VIEW.bundles
+    if bundles is None:
+        return peers  # the reconciler reads the peers' Bundles itself
+    # What each peer's Bundle resolved to, from the watch: a hundred installations of one workspace
+    # would otherwise each read up to a hundred Bundles.
+    return [
+        dataclasses.replace(peer, bundle=_bundle_claim(bundles.get((peer.namespace, peer.bundle_ref))))
+        for peer in peers
+    ]
+
+
+def _bundle_claim(found: Any) -> BundleClaim:
+    for state in found or ():
+        return state  # type: ignore[no-any-return]
+    return BundleClaim(exists=False)
 
 
 @kopf.on.resume(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
@@ -331,6 +360,7 @@ def _peers(spec: Any, installations_by_target: Any) -> list[Peer]:
 @kopf.on.update(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
 async def installation_changed(body: kopf.Body, spec: kopf.Spec, retry: int, **kwargs: Any) -> None:
     PEERS_VIEW.index = kwargs["installations_by_target"]
+    PEERS_VIEW.bundles = kwargs["bundle_claims"]
     peers = _peers(spec, PEERS_VIEW.index)
 
     async def run(obj: dict[str, Any]) -> ReconcileResult:
@@ -443,6 +473,7 @@ class _PeersView:
     """The live ``installations_by_target`` index, for drift checks that run outside a handler."""
 
     index: Any = None
+    bundles: Any = None
 
 
 PEERS_VIEW = _PeersView()
@@ -453,6 +484,7 @@ async def _installation_event(
     body: kopf.Body, namespace: str | None, name: str, type: str | None, **kwargs: Any
 ) -> None:
     PEERS_VIEW.index = kwargs["installations_by_target"]
+    PEERS_VIEW.bundles = kwargs["bundle_claims"]
     runtime().liveness.touch()
     if namespace is None:
         return

@@ -87,6 +87,15 @@ def backoff(
 
 
 @dataclass(frozen=True)
+class BundleClaim:
+    """What a peer's Bundle resolved to, as the operator's watch last saw it."""
+
+    exists: bool
+    bundle_name: str | None = None
+    stalled: bool = False
+
+
+@dataclass(frozen=True)
 class Peer:
     """Another installation that could claim the same bundle in the same workspace."""
 
@@ -97,6 +106,8 @@ class Peer:
     bundle_ref: str
     platform_url: str
     workspace: str
+    # None: not known, the reconciler reads the Bundle.
+    bundle: BundleClaim | None = None
 
 
 @dataclass(frozen=True)
@@ -263,13 +274,12 @@ class InstallationReconciler:
                 continue
             if peer.workspace != workspace or (peer.created, peer.namespace, peer.name) > mine:
                 continue
-            other = await self.kube.read_custom(BUNDLE_PLURAL, peer.namespace, peer.bundle_ref)
-            if other is None:
+            claim = peer.bundle or await self._claim(peer)
+            if not claim.exists:
                 continue
-            other_status = other.get("status") or {}
-            if other_status.get("bundleName") == bundle_name:
+            if claim.bundle_name == bundle_name:
                 rivals.append(peer)
-            elif other_status.get("bundleName") is None and not cond.is_true(other_status, "Stalled"):
+            elif claim.bundle_name is None and not claim.stalled:
                 # Its Bundle is still resolving (a download, say): it may be this very bundle, and
                 # it came first. Wait rather than install twice.
                 raise Retry(
@@ -278,6 +288,14 @@ class InstallationReconciler:
                     backoff(2),
                 )
         return min(rivals, key=lambda p: (p.created, p.namespace, p.name), default=None)
+
+    async def _claim(self, peer: Peer) -> BundleClaim:
+        other = await self.kube.read_custom(BUNDLE_PLURAL, peer.namespace, peer.bundle_ref)
+        if other is None:
+            return BundleClaim(exists=False)
+        status = other.get("status") or {}
+        name = status.get("bundleName")
+        return BundleClaim(True, name if isinstance(name, str) else None, cond.is_true(status, "Stalled"))
 
     # --- reconcile -------------------------------------------------------------------------------
 
