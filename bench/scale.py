@@ -37,6 +37,7 @@ import resource
 import shutil
 import signal
 import ssl
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +66,7 @@ BUNDLE_ENTITIES = 12
 DRIFT_LIST_LIMIT = 1
 READY_TARGET_SECONDS = 120.0  # for 1,000 installations
 RSS_TARGET_MIB = 300.0
+CORES = os.cpu_count() or 1
 # One event per request: watches when they start, everything else when it completes.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -346,6 +348,7 @@ class Progress:
     ready_at: dict[str, float] = field(default_factory=dict)
     others: Counter[str] = field(default_factory=Counter)
     polls: int = 0
+    interrupted: bool = False
 
 
 def api_client(kubeconfig: Path, folder: Path) -> httpx.Client:
@@ -379,10 +382,25 @@ def wait_all_ready(
     The list asks for the server-side table (the CRD's Ready and Reason columns) straight over
     HTTP: a kubectl run a second would cost more CPU than some of what is measured, and the full
     objects would ship every installation's status each second. The specs never change here, so a
-    Ready installation's generation is the one it observed (checked once at the end).
+    Ready installation's generation is the one it observed (checked once at the end). Ctrl-C
+    ends the wait early, with the figures so far.
     """
     progress = Progress()
-    wanted = set(names)
+    try:
+        poll_until_ready(api, set(names), started, timeout, operator, progress)
+    except KeyboardInterrupt:
+        progress.interrupted = True
+    return progress
+
+
+def poll_until_ready(
+    api: httpx.Client,
+    wanted: set[str],
+    started: float,
+    timeout: float,
+    operator: OperatorProcess,
+    progress: Progress,
+) -> None:
     last_print = 0.0
     while True:
         tick = time.monotonic()
@@ -416,7 +434,7 @@ def wait_all_ready(
             waiting = f"; {waiting}" if waiting else ""
             print(f"  {seen:6.1f} s: {done}/{len(wanted)} Ready{waiting}", flush=True)
         if done == len(wanted) or seen > timeout:
-            return progress
+            return
         time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
 
 
@@ -514,6 +532,23 @@ def drift_breakdown(calls: Counter[CallKey], intervals: int, workspaces: list[st
     return max((n / intervals for n in lists.values()), default=0.0)
 
 
+def stop_all(operator: OperatorProcess | None, platform: PlatformProcess | None, cluster: DevCluster) -> None:
+    """Stop every process this benchmark started, each even when stopping another failed."""
+    if operator is not None and operator.process is not None:
+        try:
+            # Hundreds of drift daemons to cancel: more time than the harness's default.
+            operator.stop(timeout=120)
+        except subprocess.TimeoutExpired:
+            print("the operator did not stop within 120 s of SIGTERM and was killed", file=sys.stderr)
+    if platform is not None:
+        try:
+            platform.stop()
+        except subprocess.TimeoutExpired:
+            platform.process.kill()
+            platform.process.wait(timeout=10)
+    cluster.stop()
+
+
 # --- the run ----------------------------------------------------------------------------------------
 
 
@@ -568,6 +603,7 @@ def main() -> int:
     )
     platform: PlatformProcess | None = None
     operator: OperatorProcess | None = None
+    api: httpx.Client | None = None
     succeeded = False
     try:
         cluster.start()
@@ -615,6 +651,16 @@ def main() -> int:
         print(f"kubectl apply --server-side of {len(objects)} objects took {applied:.1f} s", flush=True)
         progress = wait_all_ready(api, names, started, args.ready_timeout, operator)
         elapsed = time.monotonic() - started
+        if progress.interrupted:
+            # Ctrl-C reaches the operator and the platform too (one process group): say how far it got.
+            peak_rss = proc_status(operator.process.pid, "VmHWM")
+            print(f"\nINTERRUPTED after {elapsed:.0f} s: {len(progress.ready_at)}/{len(names)} Ready")
+            print(
+                f"scale: {len(progress.ready_at)} installations Ready in {elapsed:.1f} s; operator peak "
+                f"RSS {peak_rss:.0f} MB; drift lists per workspace per interval n/a "
+                f"(limit {DRIFT_LIST_LIMIT})"
+            )
+            return 130
         install_calls = platform_calls(platform, reset=True)
         install_events = audit.requests()
         cpu_after = pids.cpu()
@@ -632,7 +678,8 @@ def main() -> int:
             print(f"apply -> all {ready} Ready: {last_ready:.1f} s (polled {progress.polls} times)")
         else:
             print(
-                f"TIMEOUT after {args.ready_timeout:.0f} s: {ready}/{len(names)} Ready; the rest: "
+                f"TIMEOUT after {elapsed:.0f} s: "
+                f"{ready}/{len(names)} Ready; the rest: "
                 + ", ".join(f"{k} {v}" for k, v in progress.others.most_common() if v)
             )
         if ready:
@@ -653,7 +700,8 @@ def main() -> int:
             )
         )
         print(
-            f"CPU seconds during the install ({elapsed:.1f} s wall, 2 cores = {2 * elapsed:.0f} core-s): "
+            f"CPU seconds during the install ({elapsed:.1f} s wall x {CORES} cores = "
+            f"{CORES * elapsed:.0f} core-s): "
             + ", ".join(f"{name} {cpu_after[name] - cpu_before[name]:.1f}" for name in cpu_before)
         )
         print_audit(install_events, args.count, "per installation during the install")
@@ -672,7 +720,8 @@ def main() -> int:
         print(
             f"install calls per installation: {per_install:.2f} = writes {writes:.2f} + reads "
             f"{per_install - writes:.2f} over {reconciles:.2f} reconciles (drift checks of installations "
-            f"Ready early included), {(per_install - writes) / reconciles:.2f} reads per reconcile; "
+            f"Ready early included), {(per_install - writes) / max(reconciles, 1e-9):.2f} reads per "
+            "reconcile; "
             f"limit = platform entities created {created:.2f} + triggers disabled {disabled:.2f} + 3 "
             f"= {limit:.2f}"
         )
@@ -718,25 +767,25 @@ def main() -> int:
             f"\nstatus: {stale} installations with an unobserved generation; entities in status: "
             + ", ".join(f"{n} x {k}" for k, n in sorted(entities.items()))
         )
+        seconds = last_ready if all_ready else elapsed
         print(
-            f"targets: Ready {last_ready:.1f} s (1,000 within {READY_TARGET_SECONDS:.0f} s); "
+            f"targets: Ready {seconds:.1f} s{'' if all_ready else ' (not all Ready)'} "
+            f"(1,000 within {READY_TARGET_SECONDS:.0f} s); "
             f"RSS {peak_rss:.1f} MiB (< {RSS_TARGET_MIB:.0f}); "
             f"drift lists {'n/a' if drift_lists is None else f'{drift_lists:.2f}'} (<= {DRIFT_LIST_LIMIT}); "
             f"install calls {per_install:.2f} (<= {limit:.2f})"
         )
         lists_text = "n/a" if drift_lists is None else f"{drift_lists:.1f}"
-        seconds = last_ready if all_ready else elapsed
         print(
             f"scale: {ready} installations Ready in {seconds:.1f} s; operator peak RSS {peak_rss:.0f} MB; "
             f"drift lists per workspace per interval {lists_text} (limit {DRIFT_LIST_LIMIT})"
         )
         succeeded = all_ready
     finally:
-        if operator is not None and operator.process is not None:
-            operator.stop()
-        if platform is not None:
-            platform.stop()
-        cluster.stop()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
+        if api is not None:
+            api.close()
+        stop_all(operator, platform, cluster)
         if succeeded and not args.keep:
             shutil.rmtree(work, ignore_errors=True)
         else:
