@@ -358,13 +358,18 @@ def _bundle_claim(found: Any) -> BundleClaim:
 @kopf.on.resume(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
 @kopf.on.create(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
 @kopf.on.update(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
-async def installation_changed(body: kopf.Body, spec: kopf.Spec, retry: int, **kwargs: Any) -> None:
+async def installation_changed(
+    body: kopf.Body, spec: kopf.Spec, retry: int, reason: str, **kwargs: Any
+) -> None:
     PEERS_VIEW.index = kwargs["installations_by_target"]
     PEERS_VIEW.bundles = kwargs["bundle_claims"]
     peers = _peers(spec, PEERS_VIEW.index)
+    # After a restart every installation resumes at once: they share their workspace's lists of
+    # this drift interval like drift checks do. A create or an edit reads lists of the last seconds.
+    since = _slot_of(dict(spec)) if reason == "resume" else None
 
     async def run(obj: dict[str, Any]) -> ReconcileResult:
-        return await runtime().installations.reconcile(obj, peers, attempt=retry)
+        return await runtime().installations.reconcile(obj, peers, attempt=retry, reads_since=since)
 
     await _guarded("BundleInstallation", body, retry, run, plural=INSTALLATION_PLURAL)
 
@@ -419,12 +424,7 @@ async def drift_timer(
         spec = body.get("spec") or {}
         policy = spec.get("driftPolicy") or {}
         now = time.monotonic()
-        slot = drift_slot(
-            now,
-            parse_interval(policy.get("interval")),
-            (spec.get("platform") or {}).get("url") or rt.default_platform_url or "",
-            str(spec.get("workspace", "")),
-        )
+        slot = _slot_of(spec, now)
         # Anything that ran since the slot began (a reconcile, an earlier check) counts as its check.
         if policy.get("mode") == "Disabled" or max(last, rt.last_run.get(uid, 0.0)) >= slot:
             continue
@@ -448,6 +448,16 @@ async def drift_timer(
             log.exception("drift check failed", extra=object_extra(KIND, namespace, name, uid))
         finally:
             METRICS.observe_reconcile("BundleInstallation", result, time.monotonic() - started)
+
+
+def _slot_of(spec: dict[str, Any], now: float | None = None) -> float:
+    """The start of the current drift interval of the installation with ``spec``."""
+    return drift_slot(
+        time.monotonic() if now is None else now,
+        parse_interval((spec.get("driftPolicy") or {}).get("interval")),
+        (spec.get("platform") or {}).get("url") or runtime().default_platform_url or "",
+        str(spec.get("workspace", "")),
+    )
 
 
 def drift_slot(now: float, interval: float, platform_url: str, workspace: str) -> float:

@@ -47,7 +47,7 @@ from bundle_operator.k8s.state import (
     StateUnreadable,
     projected_size,
 )
-from bundle_operator.platform.errors import PlatformError, PreconditionFailed, Unavailable
+from bundle_operator.platform.errors import NotFound, PlatformError, PreconditionFailed, Unavailable
 from bundle_operator.platform.gate import CALLER
 from bundle_operator.platform.protocol import PlatformAPI
 from bundle_operator.platform.sharing import READ_POLICY, ReadPolicy
@@ -166,6 +166,11 @@ class StatusDraft:
         """Patch the status (observedGeneration too when ``observed``); False when the object is gone."""
         if observed:
             self.patch["observedGeneration"] = self.generation
+        previous = self.previous()
+        if all(previous.get(key) == value for key, value in self.patch.items()):
+            # A drift check that found what the last one found writes nothing: a fleet's checks
+            # would otherwise patch every status once per interval.
+            return True
         meta = self.body["metadata"]
         try:
             await self.kube.patch_status(plural, meta["namespace"], meta["name"], self.patch)
@@ -732,9 +737,13 @@ def _installed_message(record: Record) -> str:
 
 
 def _temporary(exc: PlatformError) -> bool:
-    # 412: someone edited meanwhile, and the next run plans from the new state. Any other 409 (a
-    # name taken, an entity in use) stays until somebody changes something.
-    return isinstance(exc, Unavailable | PreconditionFailed) or (exc.status is not None and exc.status >= 500)
+    # 412: someone edited meanwhile, and the next run plans from the new state. 404: an entity the
+    # plan saw in a (shared) list was deleted since; the failed write makes the next run list
+    # afresh, and it creates the entity again. Any other 409 (a name taken, an entity in use)
+    # stays until somebody changes something.
+    return isinstance(exc, Unavailable | PreconditionFailed | NotFound) or (
+        exc.status is not None and exc.status >= 500
+    )
 
 
 def _preview(planned: Plan) -> dict[str, Any]:
