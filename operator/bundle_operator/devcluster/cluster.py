@@ -70,6 +70,7 @@ class DevCluster:
         self._components: list[_Component] = []
         self._record: processes.RunRecord | None = None
         self._files: pki.PKIFiles | None = None
+        self._apiserver_argv: list[str] = []
         self.server = ""
         self.ready_seconds = 0.0
 
@@ -258,10 +259,47 @@ class DevCluster:
                 *self._apiserver_args,
             ]
 
+        def remembered() -> list[str]:
+            self._apiserver_argv = argv()
+            return self._apiserver_argv
+
         def ready() -> bool:
             return _http_ok(f"{self.server}/readyz", context)
 
-        self._run_until_ready("kube-apiserver", argv, ready, deadline)
+        self._run_until_ready("kube-apiserver", remembered, ready, deadline)
+
+    def restart_apiserver(self, down_seconds: float = 0.0, timeout: float = 60.0) -> float:
+        """Stop kube-apiserver (SIGTERM) and start it again on the same port with the same flags, as
+        a rolling control-plane upgrade does; etcd keeps every object. Returns the seconds it was
+        not answering (stop, ``down_seconds``, start until /readyz)."""
+        index, old = next((i, c) for i, c in enumerate(self._components) if c.name == "kube-apiserver")
+        started = time.monotonic()
+        processes.stop_child(old.process, 15.0)
+        old.log.close()
+        self._components.remove(old)
+        if self._record is not None:
+            self._record.children = [c for c in self._record.children if c.alive()]
+        time.sleep(down_seconds)
+        files = self._require_files()
+        context = _client_context(files.ca_cert, files.admin_cert, files.admin_key)
+        deadline = time.monotonic() + timeout
+        # The port was just released; another process may take it meanwhile, but nothing can be
+        # done about that without a new kubeconfig, so a taken port fails the restart.
+        new = self._launch("kube-apiserver", self._apiserver_argv)
+        # Back in its place, so stop() still stops it after the controller manager and before etcd.
+        self._components.remove(new)
+        self._components.insert(index, new)
+        while not _http_ok(f"{self.server}/readyz", context):
+            if new.process.poll() is not None:
+                raise ClusterStartError(
+                    f"kube-apiserver exited on restart:\n{self.log_tail('kube-apiserver')}"
+                )
+            if time.monotonic() > deadline:
+                raise ClusterStartError(
+                    f"kube-apiserver not ready after restart:\n{self.log_tail('kube-apiserver')}"
+                )
+            time.sleep(0.1)
+        return time.monotonic() - started
 
     def _start_controller_manager(self, credentials: pki.ClusterPKI, deadline: float) -> None:
         files = self._require_files()
