@@ -139,6 +139,16 @@ BUNDLE_INVALID = "bundle_invalid"
 BUNDLE_INSTALL_FAILED = "bundle_install_failed"
 
 
+class PersistFailed(Exception):
+    """The record could not be stored. The run stops where it is, as a crash would, and rolls
+    nothing back: a rollback would delete entities whose deletion the store could not record
+    either. The next run resumes from what the store holds."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class InstallFailed(Exception):
     """A platform write failed and the run was rolled back; ``cause`` is the original error.
 
@@ -698,6 +708,8 @@ async def apply(
             if item.merge is not None and item.merge.conflicts:
                 result.conflicts[item.desired.entity] = item.merge.conflicts
     except BaseException as exc:
+        if isinstance(exc, PersistFailed):
+            raise
         for live, written, merged in reversed(undo):
             await _restore(writer, live, written, merged)
         record.entities = before
@@ -773,7 +785,10 @@ class GroupCommit:
             if self._stored >= mine:
                 return
             upto = self._changes
-            await self._persist(record)
+            try:
+                await self._persist(record)
+            except Exception as exc:
+                raise PersistFailed(exc) from exc
             self._stored = upto
 
 

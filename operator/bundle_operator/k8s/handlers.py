@@ -415,6 +415,11 @@ async def drift_timer(
     rt = runtime()
     uid = meta["uid"]
     last = time.monotonic()
+    # A check that failed for a passing reason (the platform or the API server away) runs again
+    # after its backoff, not an interval later: its status says it is retrying.
+    retry_at: float | None = None
+    failed_at = 0.0
+    attempt = 0
     while not stopped and namespace is not None:
         # Short naps, so a changed interval takes effect without waiting out the old one.
         await stopped.wait(TIMER_TICK_SECONDS)
@@ -426,28 +431,54 @@ async def drift_timer(
         now = time.monotonic()
         slot = _slot_of(spec, now)
         # Anything that ran since the slot began (a reconcile, an earlier check) counts as its check.
-        if policy.get("mode") == "Disabled" or max(last, rt.last_run.get(uid, 0.0)) >= slot:
+        due = max(last, rt.last_run.get(uid, 0.0)) < slot
+        retry_due = retry_at is not None and now >= retry_at and rt.last_run.get(uid, 0.0) < failed_at
+        if policy.get("mode") == "Disabled" or not (due or retry_due):
             continue
         last = now
-        fresh = await rt.kube.read_custom(INSTALLATION_PLURAL, namespace, name)
-        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
-            break
-        if _stalled_and_seen(fresh):
-            continue  # stalled: nothing changes until the user acts, and that triggers a reconcile
-        peers = _peers(fresh.get("spec") or {}, PEERS_VIEW.index or {})
+        retry_at = None
         started = time.monotonic()
-        result: ReconcileResult = "error"
+        result: ReconcileResult | None = "error"
         try:
+            fresh = await rt.kube.read_custom(INSTALLATION_PLURAL, namespace, name)
+            if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+                result = None  # not a check
+                break
+            if _stalled_and_seen(fresh):
+                result = None
+                continue  # stalled: nothing changes until the user acts, and that triggers a reconcile
+            peers = _peers(fresh.get("spec") or {}, PEERS_VIEW.index or {})
             async with rt.lock(uid):
-                result = await rt.installations.reconcile(fresh, peers, reads_since=slot)
+                result = await rt.installations.reconcile(fresh, peers, attempt=attempt, reads_since=slot)
                 rt.last_run[uid] = time.monotonic()
+            attempt = 0
         except Retry as exc:
             result = "retry"
-            log.info("drift check will be retried: %s", exc, extra=object_extra(KIND, namespace, name, uid))
+            failed_at, retry_at, attempt = now, now + exc.delay, attempt + 1
+            log.info(
+                "drift check will be retried in %.0f s: %s",
+                exc.delay,
+                exc,
+                extra=object_extra(KIND, namespace, name, uid),
+            )
+        except KubeError as exc:
+            result = "retry"
+            delay = backoff(attempt)
+            failed_at, retry_at, attempt = now, now + delay, attempt + 1
+            log.info(
+                "drift check will be retried in %.0f s: the Kubernetes API answered %s %s",
+                delay,
+                exc.status,
+                exc.reason,
+                extra=object_extra(KIND, namespace, name, uid),
+            )
         except Exception:
+            delay = backoff(attempt)
+            failed_at, retry_at, attempt = now, now + delay, attempt + 1
             log.exception("drift check failed", extra=object_extra(KIND, namespace, name, uid))
         finally:
-            METRICS.observe_reconcile("BundleInstallation", result, time.monotonic() - started)
+            if result is not None:
+                METRICS.observe_reconcile("BundleInstallation", result, time.monotonic() - started)
 
 
 def _slot_of(spec: dict[str, Any], now: float | None = None) -> float:

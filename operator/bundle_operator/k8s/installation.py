@@ -18,7 +18,16 @@ from pydantic import ValidationError
 
 from bundle_operator.document.issues import Code
 from bundle_operator.document.parse import ParsedBundle
-from bundle_operator.engine.apply import BUNDLE_INVALID, Blocked, InstallFailed, Options, Plan, apply, plan
+from bundle_operator.engine.apply import (
+    BUNDLE_INVALID,
+    Blocked,
+    InstallFailed,
+    Options,
+    PersistFailed,
+    Plan,
+    apply,
+    plan,
+)
 from bundle_operator.engine.correct import correct_drift
 from bundle_operator.engine.drift import DriftReport, drift_from
 from bundle_operator.engine.merge import OnConflict
@@ -454,6 +463,10 @@ class InstallationReconciler:
                 return await self._blocked(body, status, planned)
             except InstallFailed as exc:
                 return await self._install_failed(body, status, exc, attempt)
+            except PersistFailed as exc:
+                # As after a crash: the next run resumes from the state Secret as it stands.
+                delay = backoff(0 if isinstance(exc.cause, StateConflict) else attempt)
+                raise Retry(f"could not write the installation's state: {exc}", delay) from None
             calls += result.calls
             await self._installed_event(body, result.created, result.updated, result.deleted, result.kept)
             if result.conflicts:

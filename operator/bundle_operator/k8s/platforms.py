@@ -8,6 +8,8 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+import httpx
+
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.gate import DEFAULT_LIMIT, CallGate
 from bundle_operator.platform.sharing import SharedReads
@@ -21,7 +23,10 @@ class PlatformPool:
         event_hooks: dict[str, list[Callable[..., Any]]] | None = None,
         *,
         concurrency: int = DEFAULT_LIMIT,
+        transport: Callable[[], httpx.AsyncBaseTransport] | None = None,
     ) -> None:
+        # A new transport per client (each has its own connection pool), e.g. one that counts calls.
+        self._transport = transport
         self._clients: dict[tuple[str, str], PlatformClient] = {}
         self.concurrency = concurrency
         self.gates: dict[str, CallGate] = {}
@@ -43,6 +48,7 @@ class PlatformPool:
                 url,
                 token=token,
                 event_hooks=self._event_hooks,
+                transport=self._transport() if self._transport is not None else None,
                 gate=self.gates.setdefault(base.lower(), CallGate(self.concurrency)),
                 shared=self.shared.setdefault(f"{base.lower()}|{key[1]}", SharedReads()),
             )

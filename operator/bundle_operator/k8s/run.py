@@ -42,7 +42,7 @@ from bundle_operator.k8s.leader import (
     lease_timing_problem,
 )
 from bundle_operator.k8s.logs import configure_logging
-from bundle_operator.k8s.metrics import METRICS, REGISTRY, PlatformLoad, platform_event_hooks, serve_metrics
+from bundle_operator.k8s.metrics import METRICS, REGISTRY, InstrumentedTransport, PlatformLoad, serve_metrics
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.sources import SourceSettings
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
@@ -250,7 +250,8 @@ async def run_operator(options: RunOptions) -> None:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     connection = load_connection()
     kube = Kube(connection)
-    platforms = PlatformPool(event_hooks=platform_event_hooks(), concurrency=options.platform_concurrency)
+    # The transport sees calls that got no answer too: an outage shows in the call counts.
+    platforms = PlatformPool(concurrency=options.platform_concurrency, transport=InstrumentedTransport)
     load = PlatformLoad(platforms)
     REGISTRY.register(load)
     sources = SourceSettings(allow_private_sources=options.allow_private_sources)

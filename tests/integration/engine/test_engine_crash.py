@@ -142,3 +142,31 @@ async def test_resume_with_other_inputs_rolls_the_interrupted_run_back(
     result, _ = await install(client, ws, parsed, {**setup, "org": "another-org"}, record, TRIAGE)
     assert len(result.created) == 8
     await assert_owned_exactly(client, ws, record)
+
+
+@pytest.mark.parametrize("fail_at", [2, 6, 12])
+async def test_a_record_that_cannot_be_stored_stops_the_run_and_the_next_one_resumes(
+    client: PlatformClient, ws: str, fail_at: int
+) -> None:
+    from bundle_operator.engine.apply import PersistFailed, apply
+
+    parsed, setup = example("github-triage")
+    stored: list[str] = []
+
+    async def persist(record: Record) -> None:
+        if len(stored) + 1 == fail_at:
+            raise RuntimeError("the API server is restarting")
+        stored.append(record.model_dump_json())
+
+    record = Record(installation="test/persist", workspace=ws)
+    with pytest.raises(PersistFailed, match="restarting"):
+        await apply(client, ws, parsed, setup, record, persist, TRIAGE)
+    # Nothing was rolled back: what the run created stays for the next run to find by its keys (a
+    # rollback would delete entities and then fail to record that too).
+    created_before = sum(len(ids) for ids in (await workspace_state(client, ws)).values())
+    assert created_before >= fail_at - 2
+    resumed = Record.model_validate_json(stored[-1])
+    store = Store(resumed)
+    result = await apply(client, ws, parsed, setup, resumed, store.persist, TRIAGE)
+    assert not result.preview.blocking and resumed.journal == []
+    await assert_owned_exactly(client, ws, resumed)
