@@ -244,6 +244,8 @@ def test_default_values_render_one_cluster_wide_operator_and_the_embedded_platfo
         "--metrics-port=9090",
         "--health-port=8081",
         "--log-level=INFO",
+        "--platform-concurrency=16",
+        "--workers=64",
     ]
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
