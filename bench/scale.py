@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import math
 import os
 import re
 import resource
@@ -245,6 +246,11 @@ def proc_status(pid: int, key: str) -> float:
     return float("nan")
 
 
+def peak(*values: float) -> float:
+    """The largest of ``values`` that is a number, NaN when none is."""
+    return max((v for v in values if not math.isnan(v)), default=float("nan"))
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds of a process so far (as bench/gateway.py reads them)."""
     try:
@@ -264,9 +270,14 @@ CallKey = tuple[str, str, str, str, int]  # method, kind, op, workspace, status
 
 
 def platform_calls(platform: PlatformProcess, reset: bool) -> Counter[CallKey]:
-    """The platform's call counters; ``reset`` reads and zeroes them in one request."""
-    answer = httpx.request("DELETE" if reset else "GET", f"{platform.url}/_admin/calls", timeout=30)
-    answer.raise_for_status()
+    """The platform's call counters; ``reset`` reads and zeroes them in one request; empty when the
+    platform is gone (Ctrl-C in a terminal stops it with the benchmark)."""
+    try:
+        answer = httpx.request("DELETE" if reset else "GET", f"{platform.url}/_admin/calls", timeout=30)
+        answer.raise_for_status()
+    except httpx.HTTPError as exc:
+        print(f"(no platform call counts: {exc})", file=sys.stderr)
+        return Counter()
     return Counter(
         {
             (c["method"], c["kind"], c["op"], c["workspace"], int(c["status"])): int(c["count"])
@@ -276,9 +287,14 @@ def platform_calls(platform: PlatformProcess, reset: bool) -> Counter[CallKey]:
 
 
 def operator_metric(operator: OperatorProcess, name: str, labels: Mapping[str, str]) -> float:
-    """The sum of one operator metric over the label sets that include ``labels``."""
+    """The sum of one operator metric over the label sets that include ``labels``; NaN when the
+    operator is gone."""
+    try:
+        text = operator.metrics()
+    except httpx.HTTPError:
+        return float("nan")
     total = 0.0
-    for line in operator.metrics().splitlines():
+    for line in text.splitlines():
         match = re.match(rf"^{name}\{{(.*)\}} ([0-9.e+-]+)$", line)
         if match and all(f'{k}="{v}"' in match.group(1) for k, v in labels.items()):
             total += float(match.group(2))
@@ -349,6 +365,7 @@ class Progress:
     others: Counter[str] = field(default_factory=Counter)
     polls: int = 0
     interrupted: bool = False
+    peak_rss: float = float("nan")  # the operator's VmHWM at the last look, should it be gone later
 
 
 def api_client(kubeconfig: Path, folder: Path) -> httpx.Client:
@@ -412,6 +429,7 @@ def poll_until_ready(
         table = answer.json()
         column = {c["name"]: i for i, c in enumerate(table["columnDefinitions"])}
         progress.polls += 1
+        progress.peak_rss = peak(progress.peak_rss, proc_status(operator.process.pid, "VmHWM"))
         seen = tick - started
         progress.others = Counter()
         listed = 0
@@ -604,7 +622,7 @@ def main() -> int:
     platform: PlatformProcess | None = None
     operator: OperatorProcess | None = None
     api: httpx.Client | None = None
-    succeeded = False
+    succeeded = interrupted = False
     try:
         cluster.start()
         kubectl = Kubectl(cluster.binaries.kubectl, cluster.kubeconfig)
@@ -651,16 +669,6 @@ def main() -> int:
         print(f"kubectl apply --server-side of {len(objects)} objects took {applied:.1f} s", flush=True)
         progress = wait_all_ready(api, names, started, args.ready_timeout, operator)
         elapsed = time.monotonic() - started
-        if progress.interrupted:
-            # Ctrl-C reaches the operator and the platform too (one process group): say how far it got.
-            peak_rss = proc_status(operator.process.pid, "VmHWM")
-            print(f"\nINTERRUPTED after {elapsed:.0f} s: {len(progress.ready_at)}/{len(names)} Ready")
-            print(
-                f"scale: {len(progress.ready_at)} installations Ready in {elapsed:.1f} s; operator peak "
-                f"RSS {peak_rss:.0f} MB; drift lists per workspace per interval n/a "
-                f"(limit {DRIFT_LIST_LIMIT})"
-            )
-            return 130
         install_calls = platform_calls(platform, reset=True)
         install_events = audit.requests()
         cpu_after = pids.cpu()
@@ -669,8 +677,9 @@ def main() -> int:
             operator, "bundle_operator_reconciles_total", {"kind": "BundleInstallation"}
         )
         ready = len(progress.ready_at)
+        interrupted = progress.interrupted
         all_ready = ready == len(names)
-        peak_rss = proc_status(operator.process.pid, "VmHWM")
+        peak_rss = peak(progress.peak_rss, proc_status(operator.process.pid, "VmHWM"))
         last_ready = max(progress.ready_at.values(), default=float("nan"))
 
         print()
@@ -678,7 +687,7 @@ def main() -> int:
             print(f"apply -> all {ready} Ready: {last_ready:.1f} s (polled {progress.polls} times)")
         else:
             print(
-                f"TIMEOUT after {elapsed:.0f} s: "
+                f"{'INTERRUPTED' if progress.interrupted else 'TIMEOUT'} after {elapsed:.0f} s: "
                 f"{ready}/{len(names)} Ready; the rest: "
                 + ", ".join(f"{k} {v}" for k, v in progress.others.most_common() if v)
             )
@@ -756,7 +765,7 @@ def main() -> int:
             if checks:
                 print(f"platform calls per drift check: {sum(drift_calls.values()) / checks:.2f}")
             print_audit(drift_events, args.count * args.intervals, "per installation per drift interval")
-        peak_rss = proc_status(operator.process.pid, "VmHWM")
+        peak_rss = peak(peak_rss, proc_status(operator.process.pid, "VmHWM"))
 
         # The specs never changed, so Ready was always for the current generation; check once.
         listed = kubectl.run("get", "bi", "-n", NAMESPACE, "-o", "json", timeout=300).stdout
@@ -790,7 +799,7 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
         else:
             print(f"(work folder kept: {work})", file=sys.stderr)
-    return 0 if succeeded else 1
+    return 0 if succeeded else 130 if interrupted else 1
 
 
 if __name__ == "__main__":
