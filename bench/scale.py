@@ -194,7 +194,7 @@ def workspace_names(count: int) -> list[str]:
     return [f"fleet-ws-{w}" for w in range(count)]
 
 
-def fleet(count: int, workspaces: list[str], interval: int) -> tuple[list[dict[str, Any]], list[str]]:
+def fleet(count: int, workspaces: list[str], interval: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The Bundles, then every installation (bundle x workspace), and the installations' names."""
     bundles = [f"fleet-{b:03d}" for b in range(count // len(workspaces))]
     objects: list[dict[str, Any]] = [
@@ -225,7 +225,7 @@ def fleet(count: int, workspaces: list[str], interval: int) -> tuple[list[dict[s
                             }
                         ],
                         "activate": False,
-                        "driftPolicy": {"interval": f"{interval}s", "mode": "Warn"},
+                        "driftPolicy": {"interval": interval, "mode": "Warn"},
                     },
                 }
             )
@@ -410,6 +410,26 @@ def wait_all_ready(
     return progress
 
 
+def wait_all_observed(api: httpx.Client, names: list[str], timeout: float) -> None:
+    """Poll until every installation's status has observed its current generation."""
+    wanted = set(names)
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = api.get(INSTALLATIONS)
+        answer.raise_for_status()
+        behind = [
+            item["metadata"]["name"]
+            for item in answer.json()["items"]
+            if item["metadata"]["name"] in wanted
+            and (item.get("status") or {}).get("observedGeneration") != item["metadata"].get("generation")
+        ]
+        if not behind:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(behind)} installations did not observe their new spec: {behind[:5]}")
+        time.sleep(2.0)
+
+
 def poll_until_ready(
     api: httpx.Client,
     wanted: set[str],
@@ -576,7 +596,14 @@ def main() -> int:
     )
     parser.add_argument("--count", type=int, default=300, help="installations (a multiple of --workspaces)")
     parser.add_argument("--workspaces", type=int, default=10)
-    parser.add_argument("--drift-interval", type=int, default=30, help="seconds (the operator's floor is 5)")
+    parser.add_argument(
+        "--drift-interval", type=int, default=30, help="seconds, in the drift phase (the floor is 5)"
+    )
+    parser.add_argument(
+        "--install-interval",
+        default="5m",
+        help="spec.driftPolicy.interval while they install (default %(default)s, the CRD's)",
+    )
     parser.add_argument("--intervals", type=int, default=3, help="drift intervals to measure once settled")
     parser.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for all Ready")
     parser.add_argument(
@@ -599,13 +626,19 @@ def main() -> int:
     policy.write_text(yaml.safe_dump(AUDIT_POLICY))
     audit = AuditLog(work / "audit.log")
     workspaces = workspace_names(args.workspaces)
-    objects, names = fleet(args.count, workspaces, args.drift_interval)
+    # The install runs at the installations' usual drift interval (a fleet does not check drift
+    # every few seconds); the drift phase then applies the fleet again with --drift-interval.
+    objects, names = fleet(args.count, workspaces, args.install_interval)
     manifest = work / "fleet.yaml"
     manifest.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    drift_manifest = work / "fleet-drift.yaml"
+    drift_objects, _ = fleet(args.count, workspaces, f"{args.drift_interval}s")
+    drift_manifest.write_text(yaml.safe_dump_all(drift_objects, sort_keys=False))
     print(
         f"fleet: {args.count} installations = {args.count // args.workspaces} bundles x "
         f"{args.workspaces} workspaces; {BUNDLE_ENTITIES} entities per bundle; drift interval "
-        f"{args.drift_interval} s; operator args {args.operator_arg or 'none'}; work folder {work}",
+        f"{args.install_interval} while installing, {args.drift_interval} s after; operator args "
+        f"{args.operator_arg or 'none'}; work folder {work}",
         flush=True,
     )
 
@@ -738,8 +771,16 @@ def main() -> int:
         # --- drift ------------------------------------------------------------------------------
         drift_lists: float | None = None
         if all_ready:
+            switched = time.monotonic()
+            kubectl.run("apply", "--server-side", "-f", str(drift_manifest), timeout=900)
+            wait_all_observed(api, names, args.ready_timeout)
+            print(
+                f"\nthe fleet switched to a {args.drift_interval} s drift interval in "
+                f"{time.monotonic() - switched:.1f} s (every installation observed its new spec)",
+                flush=True,
+            )
             settle = args.drift_interval + 5
-            print(f"\nsettling {settle} s, then counting {args.intervals} drift intervals ...", flush=True)
+            print(f"settling {settle} s, then counting {args.intervals} drift intervals ...", flush=True)
             time.sleep(settle)
             platform_calls(platform, reset=True)
             audit.skip()
