@@ -47,6 +47,7 @@ from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.sources import SourceSettings
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
 from bundle_operator.platform.gate import DEFAULT_LIMIT
+from bundle_operator.platform.transport import AiohttpTransport
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +252,10 @@ async def run_operator(options: RunOptions) -> None:
     connection = load_connection()
     kube = Kube(connection)
     # The transport sees calls that got no answer too: an outage shows in the call counts.
-    platforms = PlatformPool(concurrency=options.platform_concurrency, transport=InstrumentedTransport)
+    platforms = PlatformPool(
+        concurrency=options.platform_concurrency,
+        transport=lambda: InstrumentedTransport(AiohttpTransport(limit=options.platform_concurrency * 2)),
+    )
     load = PlatformLoad(platforms)
     REGISTRY.register(load)
     sources = SourceSettings(allow_private_sources=options.allow_private_sources)

@@ -148,3 +148,46 @@ async def test_an_unreachable_platform_is_probed_not_hammered() -> None:
     assert len(sent.requests) <= 8 + 8, f"{len(sent.requests)} calls reached an unreachable platform"
     assert refused > 0, "no caller was told of the pause without a call"
     print(f"unreachable for 6 s: {len(sent.requests)} calls sent, {refused} refused by the gate")
+
+
+async def test_the_operators_aiohttp_transport_speaks_the_api_like_httpx(
+    platform: PlatformProcess, ws: str
+) -> None:
+    from bundle_operator.platform.errors import NotFound, PreconditionFailed, RateLimited
+    from bundle_operator.platform.models import AgentUpdate
+    from bundle_operator.platform.transport import AiohttpTransport
+
+    async with PlatformClient(
+        platform.url, token=TOKEN, retry=FAST_RETRY, transport=AiohttpTransport()
+    ) as client:
+        created = await agent(client, ws, "Über bot")  # a body with non-ASCII text
+        assert (await client.get(ws, kinds.AGENTS, created.id)).name == "Über bot"
+        assert [a.id for a in await client.list_all(ws, kinds.AGENTS, filters={"name": "Über bot"})] == [
+            created.id
+        ]
+        updated = await client.update(
+            ws, kinds.AGENTS, created.id, AgentUpdate(description="new"), revision=created.revision
+        )
+        assert updated.description == "new"
+        with pytest.raises(PreconditionFailed):
+            await client.update(
+                ws, kinds.AGENTS, created.id, AgentUpdate(description="x"), revision=created.revision
+            )
+        await client.delete(ws, kinds.AGENTS, created.id)
+        with pytest.raises(NotFound):
+            await client.get(ws, kinds.AGENTS, created.id)
+        fault = FaultSpec(
+            method="GET", path=f"/v1/workspaces/{ws}/agents", status=429, retry_after=0, times=10
+        )
+        await client.request("POST", "/_admin/faults", body=fault.model_dump_json().encode(), safe=False)
+        with pytest.raises(RateLimited):
+            await client.list_all(ws, kinds.AGENTS)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with PlatformClient(
+        f"http://127.0.0.1:{port}", retry=FAST_RETRY, transport=AiohttpTransport()
+    ) as down:
+        with pytest.raises(Unavailable) as refused:
+            await down.get(ws, kinds.AGENTS, "agt_1")
+        assert refused.value.code == "unreachable"
