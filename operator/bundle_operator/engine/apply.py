@@ -640,14 +640,18 @@ async def apply(
         # A run was interrupted with other inputs: its creates cannot be replayed, so undo them.
         writer = writer_for(platform, workspace, record, persist_locked, first, record.inflight_attempt or 0)
         await roll_back_journal(writer)
-    if record.inflight_fingerprint != first.fingerprint:
+    starting = record.inflight_fingerprint != first.fingerprint
+    if starting:
         record.attempt += 1
         record.inflight_fingerprint = first.fingerprint
         record.inflight_attempt = record.attempt
-        await persist_locked(record)
     writer = writer_for(
         platform, workspace, record, persist_locked, first, record.inflight_attempt or record.attempt
     )
+    # Every create of the run is journaled in the same write that starts it.
+    ahead = [item.desired for item in first.items if item.action == "CREATE"]
+    if writer.journal_ahead(ahead) or starting:
+        await persist_locked(record)
     result = ApplyResult(first.preview)
     result.calls = first.snapshot.calls
     await delete_leftovers(writer)
@@ -881,6 +885,9 @@ async def roll_back_journal(writer: Writer, deleted: list[str] | None = None) ->
     record = writer.record
     for entry in list(record.journal):
         if entry.state != "pending":
+            continue
+        if entry.idempotency_key in writer.ahead and entry.idempotency_key not in writer.sent:
+            entry.state = "deleted"  # journaled ahead by this run and never sent: nothing to undo
             continue
         # Did the create land? Ask the platform by idempotency key: that works after a crash too,
         # when the request body is gone with the process that built it.

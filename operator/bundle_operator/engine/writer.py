@@ -1,9 +1,11 @@
 """Writing bundle entities to the platform: journaled creates, updates from a merged spec, deletes.
 
 Every create is journaled, with its idempotency key, and persisted before the call, so a crash
-leaves enough behind to find the entity again instead of creating a second one. Its id is noted in
-the journal after the call and reaches the store with the next persist (the next create's, or the
-run's last): a crash before that costs one lookup by idempotency key, not a Secret write per create.
+leaves enough behind to find the entity again instead of creating a second one. A run journals all
+its creates ahead in one write (keys depend only on the run and the entity, not on ids), so an
+install writes its record twice, not once per create; a create not journaled ahead (a secret an
+update adds) is persisted on its own. Ids are noted in the journal after each call and reach the
+store with the next persist: a crash before that costs one lookup by idempotency key.
 """
 
 from __future__ import annotations
@@ -65,6 +67,24 @@ log = logging.getLogger(__name__)
 Persist = Callable[[Record], Awaitable[None]]
 
 
+_PRIMARY_KIND: dict[str, Kind[Any, Any, Any]] = {
+    "skill": kinds.SKILLS,
+    "agent": kinds.AGENTS,
+    "channel": kinds.CHANNELS,
+    "automation": kinds.TRIGGERS,
+    "policy": kinds.POLICIES,
+    "gateway": kinds.GATEWAY_BUNDLES,
+}
+
+
+def planned_parts(desired: Desired) -> list[tuple[str, Kind[Any, Any, Any]]]:
+    """The (role, collection) of every platform create a new bundle entity makes, in their order."""
+    if desired.kind == "mcp":
+        secrets = [(f"secret:{site}", kinds.SECRETS) for site in desired.secrets if site != "context_secret"]
+        return [*secrets, ("server", kinds.MCP_SERVERS), ("primary", kinds.MCP_INSTANCES)]
+    return [("primary", _PRIMARY_KIND[desired.kind])]
+
+
 @dataclass
 class Writer:
     """One run's writes: which platform, which record, and how to persist it."""
@@ -87,6 +107,10 @@ class Writer:
     # live state right after the run, without listing again.
     written: dict[str, dict[str, Entity]] = field(default_factory=dict)
     gone: set[tuple[str, str]] = field(default_factory=set)
+    # Keys this writer journaled ahead, and those it sent a create for: one journaled ahead and
+    # never sent needs no lookup when the run is rolled back.
+    ahead: set[str] = field(default_factory=set)
+    sent: set[str] = field(default_factory=set)
 
     def saw(self, kind: Kind[Any, Any, Any], entity: Entity) -> Entity:
         """Keep the platform's answer to a write of ``entity``; returns it."""
@@ -94,8 +118,26 @@ class Writer:
         self.gone.discard((kind.path, entity.id))
         return entity
 
+    def journal_ahead(self, planned: list[Desired]) -> bool:
+        """Journal every create these entities will make as pending, to be persisted in one write
+        before the first of them (their keys do not depend on what earlier creates return).
+        Returns whether anything was added."""
+        known = {e.idempotency_key for e in self.record.journal}
+        added = False
+        for desired in planned:
+            for role, kind in planned_parts(desired):
+                key = idempotency_key(self.record, self.fingerprint, self.attempt, desired.entity, role)
+                if key not in known:
+                    self.record.journal.append(
+                        JournalEntry(entity=desired.entity, role=role, path=kind.path, idempotency_key=key)
+                    )
+                    known.add(key)
+                    self.ahead.add(key)
+                    added = True
+        return added
+
     async def create(self, entity: str, role: str, kind: Kind[Any, Any, Any], body: ApiModel) -> Entity:
-        """A journaled, idempotent create."""
+        """A journaled, idempotent create (persisted first unless journaled ahead)."""
         key = idempotency_key(self.record, self.fingerprint, self.attempt, entity, role)
         entry = next((e for e in self.record.journal if e.idempotency_key == key), None)
         if entry is None:
@@ -103,6 +145,7 @@ class Writer:
             self.record.journal.append(entry)
             await self.persist(self.record)
         self.pending_bodies[key] = (kind, body)
+        self.sent.add(key)
         self.calls += 1
         created = self.saw(kind, await self.platform.create(self.workspace, kind, body, idempotency_key=key))
         entry.id = created.id
