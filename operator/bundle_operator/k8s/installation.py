@@ -176,7 +176,10 @@ class StatusDraft:
         if observed:
             self.patch["observedGeneration"] = self.generation
         previous = self.previous()
-        if all(previous.get(key) == value for key, value in self.patch.items()):
+        unchanged = all(
+            _without_nulls(previous.get(key)) == _without_nulls(value) for key, value in self.patch.items()
+        )
+        if unchanged:
             # A drift check that found what the last one found writes nothing: a fleet's checks
             # would otherwise patch every status once per interval.
             return True
@@ -736,6 +739,15 @@ class InstallationReconciler:
             await self.events.post(body, "Warning", "UninstallFailed", f"could not delete {failed}; retrying")
             raise Retry(f"could not delete {failed}", backoff(attempt))
         await store.release()
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` without null fields, as the API server stores it (a structural schema drops them)."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def _installed_message(record: Record) -> str:
