@@ -7,21 +7,9 @@ import asyncio
 import pytest
 
 from bundle_operator.platform.gate import OK, CallGate, CircuitOpen, Outcome
+from tests.unit.platform.conftest import Clock
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def test_never_more_calls_in_flight_than_the_limit() -> None:

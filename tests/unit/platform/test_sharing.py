@@ -10,21 +10,9 @@ import pytest
 
 from bundle_operator.platform.gate import CALLER
 from bundle_operator.platform.sharing import READ_POLICY, ReadPolicy, SharedReads
+from tests.unit.platform.conftest import Clock
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @contextmanager
@@ -64,7 +52,7 @@ async def read(
 
 
 async def test_installations_of_one_workspace_share_one_list_in_flight() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     shared, platform = SharedReads(clock), Platform(delay=0.01)
     results = await asyncio.gather(*(read(shared, platform, f"inst-{i}", 90.0) for i in range(100)))
     assert platform.lists == 1
@@ -72,7 +60,7 @@ async def test_installations_of_one_workspace_share_one_list_in_flight() -> None
 
 
 async def test_a_finished_list_serves_later_callers_whose_policy_allows_it() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     shared, platform = SharedReads(clock), Platform()
     assert await read(shared, platform, "a", 90.0) == [1]
     clock.now = 130.0
@@ -83,7 +71,7 @@ async def test_a_finished_list_serves_later_callers_whose_policy_allows_it() -> 
 
 
 async def test_a_caller_always_sees_its_own_writes() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     shared, platform = SharedReads(clock), Platform()
     assert await read(shared, platform, "a", 0.0) == [1]
     clock.now = 101.0
@@ -100,7 +88,7 @@ async def test_a_caller_always_sees_its_own_writes() -> None:
 
 
 async def test_workspaces_and_filters_are_listed_separately() -> None:
-    shared, platform = SharedReads(Clock()), Platform()
+    shared, platform = SharedReads(Clock(100.0)), Platform()
     assert await read(shared, platform, "a", 0.0, ws="w1") == [1]
     assert await read(shared, platform, "a", 0.0, ws="w2") == [2]
     with as_caller("a", 0.0):
@@ -110,7 +98,7 @@ async def test_workspaces_and_filters_are_listed_separately() -> None:
 
 
 async def test_a_failed_list_is_not_kept() -> None:
-    shared, platform = SharedReads(Clock()), Platform(delay=0.01)
+    shared, platform = SharedReads(Clock(100.0)), Platform(delay=0.01)
     platform.fail = True
     results = await asyncio.gather(
         *(read(shared, platform, f"i{i}", 0.0) for i in range(5)), return_exceptions=True
@@ -121,14 +109,14 @@ async def test_a_failed_list_is_not_kept() -> None:
 
 
 async def test_without_a_policy_every_list_goes_to_the_platform() -> None:
-    shared, platform = SharedReads(Clock()), Platform()
+    shared, platform = SharedReads(Clock(100.0)), Platform()
     assert await read(shared, platform, "a", None) == [1]
     assert await read(shared, platform, "a", None) == [2]
     assert await read(shared, platform, "", 0.0) == [3]  # no caller: not shared either
 
 
 async def test_one_caller_giving_up_does_not_cancel_the_list_for_the_others() -> None:
-    shared, platform = SharedReads(Clock()), Platform(delay=0.05)
+    shared, platform = SharedReads(Clock(100.0)), Platform(delay=0.05)
     first = asyncio.ensure_future(read(shared, platform, "a", 0.0))
     await asyncio.sleep(0.01)
     second = asyncio.ensure_future(read(shared, platform, "b", 0.0))
