@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
 from bundle_operator.k8s.run import EXIT_LOST_LEASE
 from tests.e2e.operator_harness import EXAMPLES, OperatorProcess, wait_ready
-from tests.e2e.test_operator_crash import created, installation_file, inventory, record, slow_creates
+from tests.e2e.test_operator_crash import creates_sent, installation_file, inventory, record, slow_creates
 from tests.integration.platform.platform_harness import PlatformProcess
 
 pytestmark = pytest.mark.e2e
@@ -190,7 +190,7 @@ def test_standby_takes_over_when_the_leader_is_killed(
     # An install in flight when the leader dies: the standby finishes it from the journal.
     slow_creates(platform, f"{ns}-2")
     apply_installation(kubectl, tmp_path, ns, "second", f"{ns}-2")
-    wait_until(lambda: created(record(kubectl, ns, "second")) >= 2, 60, "two creates of 'second'", 0.05)
+    wait_until(lambda: creates_sent(platform, f"{ns}-2") >= 2, 60, "two creates of 'second'", 0.05)
     assert writes_anything(b) == 0
     killed_wall, killed = time.time(), time.monotonic()
     a.kill()
