@@ -243,6 +243,10 @@ class _Watcher:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+# How long stopping waits for the watchers to end.
+STOP_SECONDS = 5.0
+
+
 class DiscoveryService:
     """Keeps one watcher per discoverable member instance, following the store."""
 
@@ -264,9 +268,10 @@ class DiscoveryService:
         tasks = [t for t in [self._task, *(w.task for w in self._watchers.values())] if t is not None]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        if tasks:
+            # Bounded: a watcher stuck in a member's transport must not hold the server's shutdown
+            # (seen once under load, past the 20 s a stop is given).
+            await asyncio.wait(tasks, timeout=STOP_SECONDS)
         self._watchers.clear()
 
     def refresh(self, instance_id: str) -> None:
