@@ -414,6 +414,7 @@ async def drift_timer(
     """
     rt = runtime()
     uid = meta["uid"]
+    CALLER.set(uid)  # this task checks only this object: its platform calls are this object's
     last = time.monotonic()
     # A check that failed for a passing reason (the platform or the API server away) runs again
     # after its backoff, not an interval later: its status says it is retrying.

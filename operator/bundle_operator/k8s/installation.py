@@ -57,7 +57,6 @@ from bundle_operator.k8s.state import (
     projected_size,
 )
 from bundle_operator.platform.errors import NotFound, PlatformError, PreconditionFailed, Unavailable
-from bundle_operator.platform.gate import CALLER
 from bundle_operator.platform.protocol import PlatformAPI
 from bundle_operator.platform.sharing import READ_POLICY, ReadPolicy
 
@@ -330,13 +329,12 @@ class InstallationReconciler:
         shared with other installations; by default those of the last ``EVENT_READ_AGE`` seconds.
         """
         since = time.monotonic() - EVENT_READ_AGE if reads_since is None else reads_since
-        caller = CALLER.set(body.get("metadata", {}).get("uid") or "")
+        # Whose calls these are (the platform gate's CALLER) is set by the handler that runs this.
         policy = READ_POLICY.set(ReadPolicy(not_before=since))
         try:
             return await self._reconcile(body, peers, attempt)
         finally:
             READ_POLICY.reset(policy)
-            CALLER.reset(caller)
 
     async def _reconcile(self, body: dict[str, Any], peers: Sequence[Peer], attempt: int) -> ReconcileResult:
         status = _Status(self.kube, body, on_status=self.on_status)
@@ -679,15 +677,12 @@ class InstallationReconciler:
 
     async def finalize(self, body: dict[str, Any], *, attempt: int = 0) -> None:
         """Uninstall (Delete) or leave the platform alone (Orphan); Retry keeps the finalizer."""
-        uid = body.get("metadata", {}).get("uid") or ""
-        caller = CALLER.set(uid)  # no read policy: an uninstall lists the platform as it is now
+        # No read policy: an uninstall lists the platform as it is now.
         try:
             await self._finalize(body, attempt)
         except KubeError as exc:
             raise Retry(f"the Kubernetes API answered {exc.status} {exc.reason}", backoff(attempt)) from None
-        finally:
-            CALLER.reset(caller)
-        self.platforms.forget(uid)
+        self.platforms.forget(body.get("metadata", {}).get("uid") or "")
 
     async def _finalize(self, body: dict[str, Any], attempt: int) -> None:
         namespace = body["metadata"]["namespace"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Callable
-from typing import Any
 
 import httpx
 
@@ -20,7 +19,6 @@ class PlatformPool:
 
     def __init__(
         self,
-        event_hooks: dict[str, list[Callable[..., Any]]] | None = None,
         *,
         concurrency: int = DEFAULT_LIMIT,
         transport: Callable[[], httpx.AsyncBaseTransport] | None = None,
@@ -31,7 +29,6 @@ class PlatformPool:
         self.concurrency = concurrency
         self.gates: dict[str, CallGate] = {}
         self.shared: dict[str, SharedReads] = {}
-        self._event_hooks = event_hooks
         self._closing: set[asyncio.Future[None]] = set()
         self.max_clients = 64
 
@@ -47,7 +44,6 @@ class PlatformPool:
             client = PlatformClient(
                 url,
                 token=token,
-                event_hooks=self._event_hooks,
                 transport=self._transport() if self._transport is not None else None,
                 gate=self.gates.setdefault(base.lower(), CallGate(self.concurrency)),
                 shared=self.shared.setdefault(f"{base.lower()}|{key[1]}", SharedReads()),
