@@ -64,14 +64,27 @@ def kubectl(devcluster: DevCluster) -> Kubectl:
     return Kubectl(devcluster.binaries.kubectl, devcluster.kubeconfig)
 
 
+def _created_namespace(kubectl: Kubectl, prefix: str) -> Iterator[str]:
+    """A namespace ``<prefix>-<random>``, deleted (without waiting) afterwards."""
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    kubectl.run("create", "namespace", name)
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
+
 @pytest.fixture
 def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace named after the test, deleted (without waiting) afterwards."""
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = f"e2e-{slug}-{secrets.token_hex(3)}"
-    kubectl.run("create", "namespace", name)
-    yield name
-    kubectl.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+    yield from _created_namespace(kubectl, f"e2e-{slug}")
+
+
+@pytest.fixture
+def solo_namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace the session's operator leaves alone (``e2e-solo-*``), for a test that runs
+    operators of its own; named after the test module (``test_operator_crash`` gives ``crash``)."""
+    module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_").removeprefix("operator_")
+    yield from _created_namespace(kubectl, f"e2e-solo-{module}")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

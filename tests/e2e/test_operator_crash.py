@@ -5,8 +5,7 @@ is what makes that work, with no human step."""
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +29,6 @@ COLLECTIONS = (
     "triggers",
     "policies",
 )
-
-
-@pytest.fixture
-def solo_namespace(kubectl: Kubectl) -> Iterator[str]:
-    """A namespace the session's operator leaves alone, for an operator of the test's own."""
-    name = f"e2e-solo-crash-{secrets.token_hex(3)}"
-    kubectl.run("create", "namespace", name)
-    yield name
-    kubectl.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 
 
 def record(kubectl: Kubectl, namespace: str, installation: str) -> dict[str, Any] | None:

@@ -10,7 +10,6 @@ those alone) with a short lease so the suite stays quick; the measured takeover 
 from __future__ import annotations
 
 import json
-import secrets
 import socket
 import time
 from collections.abc import Iterator
@@ -31,15 +30,6 @@ from tests.integration.platform.platform_harness import PlatformProcess
 pytestmark = pytest.mark.e2e
 
 LEASE = "bundle-operator"
-
-
-@pytest.fixture
-def solo_namespace(kubectl: Kubectl) -> Iterator[str]:
-    """A namespace the session's operator leaves alone, for the test's own operators."""
-    name = f"e2e-solo-standby-{secrets.token_hex(3)}"
-    kubectl.run("create", "namespace", name)
-    yield name
-    kubectl.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 
 
 @pytest.fixture

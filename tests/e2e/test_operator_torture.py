@@ -13,7 +13,6 @@ import json
 import os
 import random
 import re
-import secrets
 import signal
 import subprocess
 import time
@@ -29,6 +28,7 @@ import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, KubectlError, wait_until
 from bundle_operator.devcluster.kubectl import WaitTimeout
+from bundle_operator.k8s.state import LABEL_INSTALLATION
 from tests.e2e.conftest import GITHUB_FILES
 from tests.e2e.operator_harness import (
     EXAMPLES,
@@ -38,6 +38,7 @@ from tests.e2e.operator_harness import (
     state_record_text,
     wait_ready,
 )
+from tests.e2e.test_operator_crash import COLLECTIONS
 from tests.integration.platform.platform_harness import PlatformProcess, github_stub, start_platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.torture]
@@ -45,20 +46,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.torture]
 BUNDLE_FILE = EXAMPLES / "github-triage-bundle.yaml"
 SECRET_FILE = EXAMPLES / "github-triage-secret.yaml"
 INSTALLATION_FILE = EXAMPLES / "github-triage-installation.yaml"
-# The label on every installation's state Secret.
-STATE_LABEL = "bundle-operator.dev/installation"
-
-# Every collection an install of the example writes to (the kinds of the record's parts).
-COLLECTIONS = (
-    "mcp-servers",
-    "mcp-instances",
-    "secrets",
-    "skills",
-    "agents",
-    "channels",
-    "triggers",
-    "policies",
-)
 # The bundle document's sections and the record's kind names for them.
 SECTIONS = {
     "mcps": "mcp",
@@ -156,17 +143,6 @@ def own_platform(tmp_path: Path) -> Iterator[RestartablePlatform]:
             yield running
         finally:
             running.stop()
-
-
-@pytest.fixture
-def solo_namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A namespace the session's operator leaves alone, for an operator of the test's own."""
-    letter = {"kills": "k", "outage": "o", "apiserver": "a"}
-    tag = next((v for k, v in letter.items() if k in request.node.name), "x")
-    name = f"e2e-solo-torture-{tag}-{secrets.token_hex(3)}"
-    kubectl.run("create", "namespace", name)
-    yield name
-    kubectl.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 
 
 # --- installations -----------------------------------------------------------------------------
@@ -276,12 +252,12 @@ def progress(kubectl: Kubectl, ns: str) -> tuple[set[str], dict[str, Counter[str
     journals: dict[str, Counter[str]] = {}
     for secret in listed["items"]:
         labels = secret["metadata"].get("labels") or {}
-        if secret["kind"] != "Secret" or STATE_LABEL not in labels:
+        if secret["kind"] != "Secret" or LABEL_INSTALLATION not in labels:
             continue
         if (secret.get("data") or {}).get("record.json.gz"):
             journal = json.loads(state_record_text(secret)).get("journal") or []
             if journal:
-                journals[labels[STATE_LABEL]] = Counter(str(entry["state"]) for entry in journal)
+                journals[labels[LABEL_INSTALLATION]] = Counter(str(entry["state"]) for entry in journal)
     return ready, journals
 
 
