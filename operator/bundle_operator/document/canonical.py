@@ -10,8 +10,18 @@ from bundle_operator.document.models import Bundle
 
 
 def canonical_data(bundle: Bundle) -> dict[str, Any]:
-    """The bundle as JSON data with defaults filled in and absent optionals dropped."""
+    """The bundle as JSON data with defaults filled in and absent optionals dropped.
+
+    The sections 0.2.0 added are dropped while empty, so a 0.1.0 document keeps the digest it had
+    before they existed.
+    """
     data: dict[str, Any] = bundle.model_dump(mode="json", exclude_none=True)
+    for section in ("knowledge_sets", "apps"):
+        if not data.get(section):
+            data.pop(section, None)
+    for agent in data.get("agents", []):
+        if not agent.get("knowledge_sets"):
+            agent.pop("knowledge_sets", None)
     return data
 
 

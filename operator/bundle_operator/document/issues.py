@@ -102,6 +102,11 @@ class Code(StrEnum):
     PROMPT_UNDECLARED_ARGUMENT = "prompt_undeclared_argument"
     PROMPT_UNKNOWN_RESOURCE = "prompt_unknown_resource"
     PROMPT_INVALID_MESSAGE = "prompt_invalid_message"
+    NEWER_SCHEMA_FIELD = "newer_schema_field"
+    INVALID_SOURCE = "invalid_source"
+    SOURCE_CRAWLED_AS_WRITTEN = "source_crawled_as_written"
+    TENANT_ADDRESS_AS_WRITTEN = "tenant_address_as_written"
+    INVALID_APP_DOCUMENT = "invalid_app_document"
 
 
 @dataclass(frozen=True)

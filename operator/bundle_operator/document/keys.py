@@ -26,7 +26,9 @@ SEMVER_PATTERN = re.compile(
 ENTITY_SECTIONS: tuple[tuple[str, str], ...] = (
     ("mcps", "mcp"),
     ("skills", "skill"),
+    ("knowledge_sets", "knowledge_set"),
     ("agents", "agent"),
+    ("apps", "app"),
     ("channels", "channel"),
     ("automations", "automation"),
     ("policies", "policy"),
@@ -96,17 +98,22 @@ def check_platform_names(bundle: Bundle) -> list[Issue]:
                         entity,
                     )
                 )
-    for index, agent in enumerate(bundle.agents):
-        problem = display_name_problem(agent.name)
-        if problem is not None:
-            issues.append(
-                blocking(
-                    Code.INVALID_NAME,
-                    f"name of agent '{agent.key}' {problem}",
-                    join_pointer("/agents", index, "name"),
-                    f"agent:{agent.key}",
+    for section, kind, label in (
+        ("agents", "agent", "agent"),
+        ("knowledge_sets", "knowledge_set", "knowledge set"),
+        ("apps", "app", "app"),
+    ):
+        for index, item in enumerate(getattr(bundle, section)):
+            problem = display_name_problem(item.name)
+            if problem is not None:
+                issues.append(
+                    blocking(
+                        Code.INVALID_NAME,
+                        f"name of {label} '{item.key}' {problem}",
+                        join_pointer(f"/{section}", index, "name"),
+                        f"{kind}:{item.key}",
+                    )
                 )
-            )
     return issues
 
 
@@ -166,6 +173,7 @@ def check_references(bundle: Bundle) -> list[Issue]:
     mcps = {m.key for m in bundle.mcps}
     skills = {s.key for s in bundle.skills}
     agents = {a.key for a in bundle.agents}
+    knowledge_sets = {k.key for k in bundle.knowledge_sets}
     issues: list[Issue] = []
 
     def need(key: str, pool: set[str], kind: str, pointer: str, entity: str | None) -> None:
@@ -185,6 +193,12 @@ def check_references(bundle: Bundle) -> list[Issue]:
             need(ref, mcps, "mcp", join_pointer("/agents", index, "mcps", ref_index), entity)
         for ref_index, ref in enumerate(agent.skills):
             need(ref, skills, "skill", join_pointer("/agents", index, "skills", ref_index), entity)
+        for ref_index, ref in enumerate(agent.knowledge_sets):
+            pointer = join_pointer("/agents", index, "knowledge_sets", ref_index)
+            need(ref, knowledge_sets, "knowledge set", pointer, entity)
+    for index, app in enumerate(bundle.apps):
+        for ref_index, ref in enumerate(app.mcps):
+            need(ref, mcps, "mcp", join_pointer("/apps", index, "mcps", ref_index), f"app:{app.key}")
     for section, kind in (("channels", "channel"), ("automations", "automation"), ("policies", "policy")):
         for index, item in enumerate(getattr(bundle, section)):
             pointer = join_pointer(f"/{section}", index, "agent")

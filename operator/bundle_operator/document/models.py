@@ -1,4 +1,7 @@
-"""Pydantic models of the bundle document, schema_version 0.1.0 (DESIGN.md §3).
+"""Pydantic models of the bundle document, schema_version 0.1.0 and 0.2.0 (DESIGN.md §3).
+
+0.2.0 adds knowledge sets, apps and an agent's knowledge sets; a 0.1.0 document uses none of them
+(``knowledge_rules`` refuses one that does) and means what it always meant.
 
 The models check shapes and types only; rules that span fields or entities (keys, references,
 setup placeholders, context secrets, gateway naming and limits) live in the check modules, which
@@ -12,6 +15,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictInt, StrictStr
 
 SCHEMA_VERSION = "0.1.0"
+# The newest format this operator reads; documents that need none of its additions stay 0.1.0.
+LATEST_SCHEMA_VERSION = "0.2.0"
+SCHEMA_VERSIONS: tuple[str, ...] = (SCHEMA_VERSION, LATEST_SCHEMA_VERSION)
 
 SetupType = Literal["string", "secret", "url", "number", "boolean"]
 McpType = Literal["command", "docker", "url"]
@@ -105,6 +111,7 @@ class Agent(_Model):
     model: Text | None = None
     mcps: list[Text] = Field(default_factory=list)
     skills: list[Text] = Field(default_factory=list)
+    knowledge_sets: list[Text] = Field(default_factory=list)  # 0.2.0
 
 
 class Channel(_Model):
@@ -226,10 +233,125 @@ class Gateway(_Model):
     resources: list[GatewayResource] = Field(default_factory=list)
 
 
+class _Source(_Model):
+    # Credentials are ``${setup.x}`` references to secret fields only; a literal is refused.
+    sync_schedule: Text | None = None
+    credentials: dict[str, Text] = Field(default_factory=dict)
+
+
+class StatutesSource(_Source):
+    """Statutes every instance ingests from the same public source; they travel as written."""
+
+    type: Literal["statutes"]
+    laws: list[Text]
+
+
+class WebsiteSource(_Source):
+    """Web pages crawled as listed; the list travels as written."""
+
+    type: Literal["website"]
+    urls: list[Text]
+
+
+class S3Source(_Source):
+    """An S3 bucket; the bucket is the tenant address, the endpoint ties it to an organisation."""
+
+    type: Literal["s3"]
+    bucket: Text
+    prefix: Text | None = None
+    region: Text | None = None
+    endpoint: Text | None = None
+
+
+class SftpSource(_Source):
+    """A directory on an SFTP host."""
+
+    type: Literal["sftp"]
+    host: Text
+    port: StrictInt | None = None
+    dir: Text | None = None
+    user: Text | None = None
+
+
+class SmbSource(_Source):
+    """A Windows (SMB) share."""
+
+    type: Literal["smb"]
+    server: Text
+    share: Text
+    domain: Text | None = None
+    username: Text | None = None
+
+
+class WebdavSource(_Source):
+    """A WebDAV folder."""
+
+    type: Literal["webdav"]
+    base_url: Text
+    username: Text | None = None
+
+
+class NextcloudSource(_Source):
+    """A Nextcloud folder."""
+
+    type: Literal["nextcloud"]
+    base_url: Text
+    username: Text | None = None
+
+
+class OnedriveSource(_Source):
+    """OneDrive folders reached through shared links."""
+
+    type: Literal["onedrive"]
+    shared_links: list[Text]
+
+
+class RisSource(_Source):
+    """A council information system, which belongs to exactly one municipality."""
+
+    type: Literal["ris"]
+    host: Text
+
+
+KnowledgeSource = Annotated[
+    StatutesSource
+    | WebsiteSource
+    | S3Source
+    | SftpSource
+    | SmbSource
+    | WebdavSource
+    | NextcloudSource
+    | OnedriveSource
+    | RisSource,
+    Field(discriminator="type"),
+]
+
+
+class KnowledgeSet(_Model):
+    """A knowledge set: where its documents come from, never the documents themselves (0.2.0)."""
+
+    key: Text
+    name: Text
+    description: Text | None = None
+    data_description: Text | None = None
+    # Source key -> source: the key is the source's identity across instances and versions.
+    sources: dict[str, KnowledgeSource] = Field(default_factory=dict)
+
+
+class App(_Model):
+    """A small app users open; ``document`` is its definition as a JSON object (0.2.0)."""
+
+    key: Text
+    name: Text
+    description: Text | None = None
+    document: dict[str, JsonValue]
+    mcps: list[Text] = Field(default_factory=list)
+
+
 class Bundle(_Model):
     """A whole bundle document."""
 
-    schema_version: Literal["0.1.0"]
+    schema_version: Literal["0.1.0", "0.2.0"]
     name: Text
     version: Text | None = None
     description: Text | None = None
@@ -242,3 +364,5 @@ class Bundle(_Model):
     policies: list[Policy] = Field(default_factory=list)
     requires: list[Requirement] = Field(default_factory=list)
     gateway: Gateway | None = None
+    knowledge_sets: list[KnowledgeSet] = Field(default_factory=list)  # 0.2.0
+    apps: list[App] = Field(default_factory=list)  # 0.2.0

@@ -10,11 +10,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bundle_operator.document import credential_rules, keys, mcp_rules, schedule, setup
+from bundle_operator.document import credential_rules, keys, knowledge_rules, mcp_rules, schedule, setup
 from bundle_operator.document.canonical import digest
 from bundle_operator.document.gateway_rules import check_gateway
 from bundle_operator.document.issues import Code, Issue, blocking
-from bundle_operator.document.models import SCHEMA_VERSION, Bundle
+from bundle_operator.document.models import SCHEMA_VERSIONS, Bundle
 from bundle_operator.document.skills import check_skills
 from bundle_operator.document.source import (
     MAX_SOURCE_BYTES,
@@ -107,8 +107,14 @@ def _parse_text_data(data: Any, source_map: SourceMap) -> ParsedBundle:
         *check_skills(bundle, source_map),
         *schedule.check_automations(bundle),
         *check_gateway(bundle),
+        *knowledge_rules.check_schema_fields(bundle),
+        *knowledge_rules.check_knowledge_sets(bundle),
+        *knowledge_rules.check_apps(bundle),
     ]
     return ParsedBundle(bundle, _placed(issues, source_map), source_map, digest(bundle), findings.skipped)
+
+
+_READ = " and ".join(f'"{v}"' for v in SCHEMA_VERSIONS)
 
 
 def _shape(data: Any) -> list[Issue]:
@@ -122,17 +128,17 @@ def _shape(data: Any) -> list[Issue]:
         return [
             blocking(
                 Code.INVALID_DOCUMENT,
-                f'/schema_version: this field is required; this operator reads "{SCHEMA_VERSION}"',
+                f"/schema_version: this field is required; this operator reads {_READ}",
                 "/schema_version",
             )
         ]
-    if version != SCHEMA_VERSION:
+    if version not in SCHEMA_VERSIONS:
         # A newer (or older) format is refused outright rather than half understood.
         shown = version if isinstance(version, str) and len(version) <= 32 else "this value"
         return [
             blocking(
                 Code.UNSUPPORTED_SCHEMA_VERSION,
-                f'schema_version {shown!r} is not supported; this operator reads only "{SCHEMA_VERSION}"',
+                f"schema_version {shown!r} is not supported; this operator reads only {_READ}",
                 "/schema_version",
             )
         ]

@@ -41,7 +41,7 @@ def substitute(text: str, lookup: Callable[[str], str]) -> str:
 
 def sites(bundle: Bundle) -> Iterator[Site]:
     """Every string where placeholders may stand: MCP env, headers, args, endpoint_url,
-    context_secret, and channel bot tokens."""
+    context_secret, channel bot tokens, and knowledge source credentials."""
     for index, mcp in enumerate(bundle.mcps):
         base = join_pointer("/mcps", index)
         entity = f"mcp:{mcp.key}"
@@ -57,6 +57,10 @@ def sites(bundle: Bundle) -> Iterator[Site]:
     for index, channel in enumerate(bundle.channels):
         pointer = join_pointer("/channels", index, "bot_token")
         yield Site(pointer, channel.bot_token, f"channel:{channel.key}")
+    for index, knowledge_set in enumerate(bundle.knowledge_sets):
+        for key, source in knowledge_set.sources.items():
+            base = join_pointer("/knowledge_sets", index, "sources", key, "credentials")
+            yield from _mapping_sites(base, source.credentials, f"knowledge_set:{knowledge_set.key}")
 
 
 def _mapping_sites(base: str, values: Mapping[str, str], entity: str) -> Iterator[Site]:

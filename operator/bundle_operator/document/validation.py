@@ -78,7 +78,9 @@ def _real_path(loc: tuple[Any, ...], data: Any) -> list[str | int]:
 _SECTIONS = {
     "mcps": "mcp",
     "skills": "skill",
+    "knowledge_sets": "knowledge_set",
     "agents": "agent",
+    "apps": "app",
     "channels": "channel",
     "automations": "automation",
     "policies": "policy",

@@ -1,0 +1,193 @@
+"""Rules of schema 0.2.0's knowledge sets and apps that the models alone cannot state."""
+
+from __future__ import annotations
+
+import json
+
+from bundle_operator.document import placeholders
+from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
+from bundle_operator.document.knowledge import (
+    SOURCE_FIELDS,
+    credential_name_problem,
+    requirement_ref,
+    source_key_problem,
+    tenant_address,
+)
+from bundle_operator.document.models import SCHEMA_VERSION, Bundle
+from bundle_operator.document.pointer import join_pointer
+from bundle_operator.document.schedule import cron_problem
+
+# The reference platform keeps an app version up to this size; analyze says so first.
+APP_DOCUMENT_MAX_BYTES = 256 * 1024
+MAX_SOURCES = 100
+MAX_LIST_ENTRIES = 500
+
+
+def check_schema_fields(bundle: Bundle) -> list[Issue]:
+    """A 0.1.0 document that uses a section 0.2.0 added is refused, naming the section."""
+    if bundle.schema_version != SCHEMA_VERSION:
+        return []
+    used: list[str] = [f"/{name}" for name in ("knowledge_sets", "apps") if name in bundle.model_fields_set]
+    used += [
+        join_pointer("/agents", index, "knowledge_sets")
+        for index, agent in enumerate(bundle.agents)
+        if "knowledge_sets" in agent.model_fields_set
+    ]
+    return [
+        blocking(
+            Code.NEWER_SCHEMA_FIELD,
+            f'{pointer} needs schema_version "0.2.0"; this document says "{SCHEMA_VERSION}"',
+            pointer,
+        )
+        for pointer in used
+    ]
+
+
+def check_knowledge_sets(bundle: Bundle) -> list[Issue]:
+    """Source keys and fields, schedules, credential references, and what travels as written."""
+    issues: list[Issue] = []
+    secret_fields = {f.key for f in bundle.setup if f.type == "secret"}
+    substituted = {r.ref for r in bundle.requires if r.kind == "knowledge_source"}
+    for index, knowledge_set in enumerate(bundle.knowledge_sets):
+        entity = f"knowledge_set:{knowledge_set.key}"
+        base = join_pointer("/knowledge_sets", index)
+        if len(knowledge_set.sources) > MAX_SOURCES:
+            issues.append(
+                blocking(
+                    Code.INVALID_SOURCE,
+                    f"knowledge set '{knowledge_set.key}' has more than {MAX_SOURCES} sources",
+                    join_pointer(base, "sources"),
+                    entity,
+                )
+            )
+        for key, source in knowledge_set.sources.items():
+            at = join_pointer(base, "sources", key)
+            problem = source_key_problem(key)
+            if problem is not None:
+                issues.append(
+                    blocking(Code.INVALID_SOURCE, f"source key '{shown(key)}' {problem}", at, entity)
+                )
+            data = source.model_dump(exclude_none=True)
+            issues += _field_issues(source.type, data, at, entity)
+            if source.sync_schedule is not None:
+                problem = cron_problem(source.sync_schedule)
+                if problem is not None:
+                    issues.append(
+                        blocking(
+                            Code.INVALID_SCHEDULE,
+                            f"sync_schedule of source '{shown(key)}' is not valid cron: {problem}",
+                            join_pointer(at, "sync_schedule"),
+                            entity,
+                        )
+                    )
+            for name, text in source.credentials.items():
+                issues += _credential_issues(
+                    name, text, join_pointer(at, "credentials", name), entity, secret_fields
+                )
+            if source.type == "website":
+                issues.append(
+                    warning(
+                        Code.SOURCE_CRAWLED_AS_WRITTEN,
+                        f"source '{shown(key)}' of knowledge set '{knowledge_set.key}' crawls its URL list "
+                        "as written; check after installing that these are sites this instance should read",
+                        join_pointer(at, "urls"),
+                        entity,
+                    )
+                )
+            address = tenant_address(data)
+            if address is not None and requirement_ref(source.type, address[1]) not in substituted:
+                issues.append(
+                    warning(
+                        Code.TENANT_ADDRESS_AS_WRITTEN,
+                        f"{address[0]} of source '{shown(key)}' is a tenant address that installs as "
+                        f"written; declare requires kind knowledge_source ref '{source.type}:…' with "
+                        "policy substitute to have each installer map it",
+                        join_pointer(at, address[0]),
+                        entity,
+                    )
+                )
+    return issues
+
+
+def _field_issues(source_type: str, data: dict[str, object], at: str, entity: str) -> list[Issue]:
+    fields = SOURCE_FIELDS[source_type]
+    issues: list[Issue] = []
+    for name in fields.required:
+        value = data.get(name)
+        if value == "" or value == []:
+            issues.append(
+                blocking(
+                    Code.INVALID_SOURCE,
+                    f"{name} of a {source_type} source must not be empty",
+                    join_pointer(at, name),
+                    entity,
+                )
+            )
+    for name in fields.lists:
+        value = data.get(name)
+        if isinstance(value, list) and len(value) > MAX_LIST_ENTRIES:
+            issues.append(
+                blocking(
+                    Code.INVALID_SOURCE,
+                    f"{name} of a {source_type} source holds more than {MAX_LIST_ENTRIES} entries",
+                    join_pointer(at, name),
+                    entity,
+                )
+            )
+    port = data.get("port")
+    if isinstance(port, int) and not 1 <= port <= 65535:
+        issues.append(
+            blocking(
+                Code.INVALID_SOURCE, "port must be between 1 and 65535", join_pointer(at, "port"), entity
+            )
+        )
+    return issues
+
+
+def _credential_issues(
+    name: str, text: str, pointer: str, entity: str, secret_fields: set[str]
+) -> list[Issue]:
+    problem = credential_name_problem(name)
+    if problem is not None:
+        return [blocking(Code.INVALID_SOURCE, f"credential name '{shown(name)}' {problem}", pointer, entity)]
+    key = placeholders.whole_reference(text)
+    if key is None:
+        # Never quote the value: it may be the credential itself.
+        return [
+            blocking(
+                Code.CREDENTIAL_LITERAL,
+                f"credential '{shown(name)}' must be a ${{setup.<key>}} reference to a secret setup field, "
+                "not a value",
+                pointer,
+                entity,
+            )
+        ]
+    if key not in secret_fields:
+        return [
+            blocking(
+                Code.CREDENTIAL_NOT_SECRET_FIELD,
+                f"credential '{shown(name)}' refers to setup field '{shown(key)}', which is not of "
+                "type secret",
+                pointer,
+                entity,
+            )
+        ]
+    return []
+
+
+def check_apps(bundle: Bundle) -> list[Issue]:
+    """An app's document must fit the platform's limit."""
+    issues: list[Issue] = []
+    for index, app in enumerate(bundle.apps):
+        size = len(json.dumps(app.document, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+        if size > APP_DOCUMENT_MAX_BYTES:
+            issues.append(
+                blocking(
+                    Code.INVALID_APP_DOCUMENT,
+                    f"document of app '{app.key}' is {size} bytes; an app document holds at most "
+                    f"{APP_DOCUMENT_MAX_BYTES} bytes",
+                    join_pointer("/apps", index, "document"),
+                    f"app:{app.key}",
+                )
+            )
+    return issues
