@@ -151,7 +151,7 @@ class _Converter:
         extra = schema.get("additionalProperties")
         if not properties:
             values = self.resolve(extra)[0] if isinstance(extra, dict) else {}
-            if values.get("type") or values.get("anyOf"):
+            if values.get("type") or values.get("anyOf") or values.get("oneOf"):
                 out["additionalProperties"] = self.convert(values, path, label)
                 return _finish(out, schema)
             # dict[str, Any] or dict[str, JsonValue]: an opaque payload.
@@ -236,7 +236,7 @@ def _common_label(names: Sequence[str]) -> str:
 
 # The document models describe their models, not their fields; kubectl explain shows these.
 DOCUMENT_FIELDS: dict[str, str] = {
-    "schema_version": "The format's version; exactly 0.1.0.",
+    "schema_version": "The format's version: 0.1.0, or 0.2.0 for knowledge sets and apps.",
     "name": "The bundle's name, its natural key.",
     "version": "The bundle's version (semver).",
     "description": "What the bundle is for.",
@@ -265,6 +265,24 @@ DOCUMENT_FIELDS: dict[str, str] = {
     "agents.model": "The model the agent uses, e.g. gpt-4.1.",
     "agents.mcps": "Keys of the MCPs the agent uses.",
     "agents.skills": "Keys of the skills the agent uses.",
+    "agents.knowledge_sets": "Keys of the knowledge sets the agent answers from (0.2.0).",
+    "knowledge_sets": "Knowledge sets (0.2.0): the sources their documents come from, never the documents.",
+    "knowledge_sets.data_description": "What the set's documents are about.",
+    "knowledge_sets.sources": "Sources by source key ([a-z][a-z0-9-]*), a source's identity across versions.",
+    "knowledge_sets.sources.type": "The kind of source, which decides its fields.",
+    "knowledge_sets.sources.sync_schedule": "A five-field cron expression: when the source is synced.",
+    "knowledge_sets.sources.credentials": "Credential names to ${setup.<key>} references to secret fields.",
+    "knowledge_sets.sources.laws": "The statutes ingested, as the statutes service names them.",
+    "knowledge_sets.sources.urls": "The pages crawled, as written.",
+    "knowledge_sets.sources.bucket": "The S3 bucket: a tenant address, substitutable.",
+    "knowledge_sets.sources.endpoint": "The S3 endpoint (not exported: it ties the source to an organisation).",
+    "knowledge_sets.sources.host": "The host: a tenant address, substitutable.",
+    "knowledge_sets.sources.server": "The SMB server: a tenant address, substitutable.",
+    "knowledge_sets.sources.base_url": "The base URL: a tenant address, substitutable.",
+    "knowledge_sets.sources.shared_links": "OneDrive shared links.",
+    "apps": "Apps (0.2.0): small apps users open, defined by a JSON document.",
+    "apps.document": "The app's definition, a JSON object.",
+    "apps.mcps": "Keys of the MCPs the app's tools come from.",
     "channels": "Chat channels (Telegram) that reach an agent.",
     "channels.agent": "The key of the agent the channel reaches.",
     "channels.bot_token": "The bot token: a ${setup.<key>} reference to a secret field.",

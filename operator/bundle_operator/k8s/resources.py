@@ -137,7 +137,7 @@ class BundleSource(_Model):
 
     # `make crds` types this field by the document's own models (bundle_operator.document.models).
     inline: dict[str, Any] | None = Field(
-        default=None, description="The bundle document itself (schema_version 0.1.0), field by field."
+        default=None, description="The bundle document itself (schema_version 0.1.0 or 0.2.0), field by field."
     )
     config_map_ref: LocalObjectKeyRef | None = Field(
         default=None, description="A ConfigMap key holding the document as YAML or JSON."

@@ -19,6 +19,8 @@ INLINE = "spec.source.inline"
 FREE_FORM = {
     f"{INLINE}.setup[].default",
     f"{INLINE}.policies[].config",
+    # An app's definition is an opaque JSON object (schema 0.2.0).
+    f"{INLINE}.apps[].document",
     # The values of the map, each kept as written, null included (a null removes the member's key).
     f"{INLINE}.gateway.tools[].override_annotations{{}}",
 }
