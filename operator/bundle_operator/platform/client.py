@@ -27,6 +27,10 @@ from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import (
     ApiKeyIssued,
     ApiModel,
+    App,
+    AppVersion,
+    AppVersionCreate,
+    AppVersionUpdate,
     Entity,
     GatewayAuditEntry,
     GatewayBundle,
@@ -44,6 +48,8 @@ from bundle_operator.platform.models import (
     GatewayTool,
     GatewayToolCuration,
     IdempotencyRecord,
+    KnowledgeSource,
+    KnowledgeSourcePut,
     Page,
     Problem,
     member_resource_id,
@@ -521,6 +527,57 @@ class PlatformClient:
         path = f"{self._ws(workspace)}/endpoints/{_seg(endpoint_id)}/api-key"
         issued = await self._call("POST", path, ApiKeyIssued, safe=False)
         return issued.api_key
+
+    # --- knowledge set sources --------------------------------------------------------------
+
+    def _sources(self, workspace: str, set_id: str) -> str:
+        return f"{self._ws(workspace)}/knowledge-sets/{_seg(set_id)}/sources"
+
+    async def list_sources(self, workspace: str, set_id: str) -> list[KnowledgeSource]:
+        """A knowledge set's sources in creation order (a set also embeds them in ``sources``)."""
+        return await self._all(self._sources(workspace, set_id), KnowledgeSource)
+
+    async def put_source(
+        self, workspace: str, set_id: str, key: str, body: KnowledgeSourcePut
+    ) -> KnowledgeSource:
+        """Create or replace the source with ``key``; null credentials keep the stored ones."""
+        path = f"{self._sources(workspace, set_id)}/{_seg(key)}"
+        return await self._call("PUT", path, KnowledgeSource, body=encode_body(body), safe=True)
+
+    async def add_source(self, workspace: str, set_id: str, body: KnowledgeSourcePut) -> KnowledgeSource:
+        """Add a source of the user's own (it has no key); not repeated after a lost answer."""
+        path = self._sources(workspace, set_id)
+        return await self._call("POST", path, KnowledgeSource, body=encode_body(body), safe=False)
+
+    async def delete_source(self, workspace: str, set_id: str, ref: str) -> None:
+        """Delete a source by its key or its ``src_`` id, with the credentials it stored."""
+        await self.request("DELETE", f"{self._sources(workspace, set_id)}/{_seg(ref)}", safe=True)
+
+    # --- app versions -----------------------------------------------------------------------
+
+    def _versions(self, workspace: str, app_id: str) -> str:
+        return f"{self._ws(workspace)}/apps/{_seg(app_id)}/versions"
+
+    async def list_app_versions(self, workspace: str, app_id: str) -> list[AppVersion]:
+        """An app's versions, oldest first."""
+        return await self._all(self._versions(workspace, app_id), AppVersion)
+
+    async def add_app_version(self, workspace: str, app_id: str, body: AppVersionCreate) -> App:
+        """Add the app's next version; returns the app, which shows it as ``latest_version``.
+
+        Not repeated after a lost answer: a repeat would add another version.
+        """
+        path = self._versions(workspace, app_id)
+        return await self._call("POST", path, App, body=encode_body(body), safe=False)
+
+    async def set_app_version_archived(
+        self, workspace: str, app_id: str, version: int, archived: bool
+    ) -> AppVersion:
+        """Archive or restore one version; the app then shows its latest unarchived one."""
+        path = f"{self._versions(workspace, app_id)}/{version}"
+        body = encode_body(AppVersionUpdate(archived=archived))
+        # Setting a flag to a value: repeating it is harmless.
+        return await self._call("PATCH", path, AppVersion, body=body, safe=True)
 
     # --- operations -------------------------------------------------------------------------
 

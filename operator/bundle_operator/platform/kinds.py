@@ -10,6 +10,9 @@ from bundle_operator.platform.models import (
     AgentCreate,
     AgentUpdate,
     ApiModel,
+    App,
+    AppCreate,
+    AppUpdate,
     Channel,
     ChannelCreate,
     ChannelUpdate,
@@ -20,6 +23,9 @@ from bundle_operator.platform.models import (
     GatewayBundle,
     GatewayBundleCreate,
     GatewayBundleUpdate,
+    KnowledgeSet,
+    KnowledgeSetCreate,
+    KnowledgeSetUpdate,
     McpInstance,
     McpInstanceCreate,
     McpInstanceUpdate,
@@ -87,6 +93,10 @@ GATEWAY_BUNDLES: Kind[GatewayBundle, GatewayBundleCreate, GatewayBundleUpdate] =
 ENDPOINTS: Kind[Endpoint, EndpointCreate, EndpointUpdate] = Kind(
     "endpoints", "ept", Endpoint, EndpointCreate, EndpointUpdate, ("name", "gateway_bundle_id")
 )
+KNOWLEDGE_SETS: Kind[KnowledgeSet, KnowledgeSetCreate, KnowledgeSetUpdate] = Kind(
+    "knowledge-sets", "kns", KnowledgeSet, KnowledgeSetCreate, KnowledgeSetUpdate, ("name",)
+)
+APPS: Kind[App, AppCreate, AppUpdate] = Kind("apps", "app", App, AppCreate, AppUpdate, ("name", "archived"))
 
 ALL_KINDS: tuple[Kind[Any, Any, Any], ...] = (
     MCP_SERVERS,
@@ -99,6 +109,8 @@ ALL_KINDS: tuple[Kind[Any, Any, Any], ...] = (
     SECRETS,
     GATEWAY_BUNDLES,
     ENDPOINTS,
+    KNOWLEDGE_SETS,
+    APPS,
 )
 
 BY_PATH: dict[str, Kind[Any, Any, Any]] = {kind.path: kind for kind in ALL_KINDS}

@@ -24,6 +24,8 @@ from bundle_operator.platform.reference.http import MAX_LIMIT, WORKSPACE_PATTERN
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 WS = "/v1/workspaces/{workspace}"
 GW = WS + "/gateway-bundles/{bundle_id}"
+KS = WS + "/knowledge-sets/{set_id}"
+APP = WS + "/apps/{app_id}"
 
 DESCRIPTION = """\
 The agent platform API v1, spoken by bundle-operator and served by its reference platform
@@ -106,6 +108,25 @@ change adds a tool whose `member__tool` name an override already holds, the over
 name and the new tool is listed with `served: false` and `shadowed_by` naming the holder; it is
 left out of name checks until the override lets go. `served` is false too for a disabled, stale
 or disabled-member tool.
+
+Knowledge sets hold sources an agent searches; an agent names the sets it uses in
+`knowledge_set_ids`, and a set an agent still names cannot be deleted (`409 in_use`). A set
+shows its sources in `sources` (creation order) on get and list. A source's `type` decides which
+fields it takes and which it needs (`422` naming a field of another type, or a missing one); a
+`PUT .../sources/{source}` creates or replaces the source with that key (`[a-z][a-z0-9-]*`, at
+most 63 characters), a `POST .../sources` adds a source of the user's own (`key: null`), and a
+`DELETE` takes a key or a `src_` id. Credentials are write-only: each is kept as a secret of the
+workspace and shown as its id; `credentials: null` on a `PUT` keeps those stored, an object
+replaces them all, and a secret no source uses any more is deleted. `sync_schedule` is a
+five-field cron expression in UTC. Every source write moves the set to a new revision; a set
+holds at most 200 sources.
+
+Apps are JSON documents (at most 256 KiB) the platform serves as small UIs, kept in versions
+numbered from 1. An app shows its latest unarchived version as `latest_version` and `document`
+(null when every version is archived); `POST .../versions` adds the next version and answers
+the app, and archiving a version (`PATCH .../versions/{version}`) falls back to the one before.
+Both move the app to a new revision. Archiving the app (`PATCH {"archived": true}`) keeps it
+and its versions; `DELETE` removes them. An app holds the MCP instances it names as an agent does.
 """
 
 
@@ -197,10 +218,11 @@ def _entity_ops(kind: kinds.Kind[Any, Any, Any]) -> list[Op]:
         "Update": (f"update_{op_name}", from_created | {"header.If-Match": "$response.header.ETag"}),
         "Delete": (f"delete_{op_name}", from_created),
     }
-    if kind is kinds.GATEWAY_BUNDLES:
-        into_bundle = {"workspace": "$request.path.workspace", "bundle_id": "$response.body#/id"}
-        for op_id in _BUNDLE_OPS:
-            links[op_id] = (op_id, into_bundle)
+    if kind.path in _SUB_OPS:
+        param, op_ids = _SUB_OPS[kind.path]
+        into = {"workspace": "$request.path.workspace", param: "$response.body#/id"}
+        for op_id in op_ids:
+            links[op_id] = (op_id, into)
     return [
         Op(
             "post",
@@ -268,6 +290,15 @@ _BUNDLE_OPS = (
     "list_gateway_resources",
     "put_gateway_resource",
 )
+# Operations under one entity that its create links to: (the entity's path parameter, op ids).
+_SUB_OPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    kinds.GATEWAY_BUNDLES.path: ("bundle_id", _BUNDLE_OPS),
+    kinds.KNOWLEDGE_SETS.path: (
+        "set_id",
+        ("list_knowledge_sources", "put_knowledge_source", "add_knowledge_source"),
+    ),
+    kinds.APPS.path: ("app_id", ("list_app_versions", "add_app_version", "update_app_version")),
+}
 
 
 def operations() -> list[Op]:
@@ -487,6 +518,72 @@ def operations() -> list[Op]:
             g,
             ok=204,
             errors=(400, 401, 404, 409, 422),
+        ),
+        Op(
+            "get",
+            f"{KS}/sources",
+            "list_knowledge_sources",
+            "List a knowledge set's sources in creation order",
+            "knowledge-sets",
+            response=page_of(m.KnowledgeSource),
+            params=PAGING,
+        ),
+        Op(
+            "post",
+            f"{KS}/sources",
+            "add_knowledge_source",
+            "Add a source of the user's own (it has no key)",
+            "knowledge-sets",
+            request=m.KnowledgeSourcePut,
+            ok=201,
+            response=m.KnowledgeSource,
+        ),
+        Op(
+            "put",
+            f"{KS}/sources/{{source}}",
+            "put_knowledge_source",
+            "Create or replace the source with this key",
+            "knowledge-sets",
+            request=m.KnowledgeSourcePut,
+            response=m.KnowledgeSource,
+            also_ok=(201,),
+        ),
+        Op(
+            "delete",
+            f"{KS}/sources/{{source}}",
+            "delete_knowledge_source",
+            "Delete a source by its key or its src_ id",
+            "knowledge-sets",
+            ok=204,
+        ),
+        Op(
+            "get",
+            f"{APP}/versions",
+            "list_app_versions",
+            "List an app's versions, oldest first",
+            "apps",
+            response=page_of(m.AppVersion),
+            params=PAGING,
+        ),
+        Op(
+            "post",
+            f"{APP}/versions",
+            "add_app_version",
+            "Add the app's next version (the answer is the app)",
+            "apps",
+            request=m.AppVersionCreate,
+            ok=201,
+            response=m.App,
+            etag=True,
+        ),
+        Op(
+            "patch",
+            f"{APP}/versions/{{version}}",
+            "update_app_version",
+            "Archive or restore one version of an app",
+            "apps",
+            request=m.AppVersionUpdate,
+            response=m.AppVersion,
         ),
         Op(
             "post",

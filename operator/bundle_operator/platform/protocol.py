@@ -16,6 +16,9 @@ from bundle_operator.platform.catalog import ModelInfo
 from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import (
     ApiModel,
+    App,
+    AppVersion,
+    AppVersionCreate,
     Entity,
     GatewayBundle,
     GatewayEntryCuration,
@@ -30,6 +33,8 @@ from bundle_operator.platform.models import (
     GatewayTool,
     GatewayToolCuration,
     IdempotencyRecord,
+    KnowledgeSource,
+    KnowledgeSourcePut,
     Page,
 )
 
@@ -41,7 +46,8 @@ Filters = Mapping[str, str | bool]
 
 
 class PlatformAPI(Protocol):
-    """Entities per kind (see ``kinds``), gateway bundle contents and endpoint keys, per workspace."""
+    """Entities per kind (see ``kinds``), gateway bundle contents, knowledge set sources, app
+    versions and endpoint keys, per workspace."""
 
     async def create(self, workspace: str, kind: Kind[E, C, Any], body: C, *, idempotency_key: str) -> E:
         """Create an entity; repeating the same key returns the entity the first call created."""
@@ -183,4 +189,36 @@ class PlatformAPI(Protocol):
 
     async def issue_endpoint_key(self, workspace: str, endpoint_id: str) -> SecretStr:
         """Issue a new API key for an ApiKey endpoint; the previous key stops working."""
+        ...
+
+    async def list_sources(self, workspace: str, set_id: str) -> list[KnowledgeSource]:
+        """A knowledge set's sources in creation order (a set also embeds them in ``sources``)."""
+        ...
+
+    async def put_source(
+        self, workspace: str, set_id: str, key: str, body: KnowledgeSourcePut
+    ) -> KnowledgeSource:
+        """Create or replace the source with ``key``; null credentials keep the stored ones."""
+        ...
+
+    async def add_source(self, workspace: str, set_id: str, body: KnowledgeSourcePut) -> KnowledgeSource:
+        """Add a source of the user's own (it has no key); not repeated after a lost answer."""
+        ...
+
+    async def delete_source(self, workspace: str, set_id: str, ref: str) -> None:
+        """Delete a source by its key or its ``src_`` id, with the credentials it stored."""
+        ...
+
+    async def list_app_versions(self, workspace: str, app_id: str) -> list[AppVersion]:
+        """An app's versions, oldest first."""
+        ...
+
+    async def add_app_version(self, workspace: str, app_id: str, body: AppVersionCreate) -> App:
+        """Add the app's next version; returns the app, which shows it as ``latest_version``."""
+        ...
+
+    async def set_app_version_archived(
+        self, workspace: str, app_id: str, version: int, archived: bool
+    ) -> AppVersion:
+        """Archive or restore one version; the app then shows its latest unarchived one."""
         ...

@@ -17,6 +17,8 @@ from bundle_operator.platform.errors import NotFound
 from bundle_operator.platform.models import (
     AgentCreate,
     AgentUpdate,
+    AppCreate,
+    AppUpdate,
     ChannelCreate,
     ChannelUpdate,
     EndpointCreate,
@@ -24,6 +26,8 @@ from bundle_operator.platform.models import (
     GatewayBundleCreate,
     GatewayBundleUpdate,
     GatewayMemberPut,
+    KnowledgeSetCreate,
+    KnowledgeSetUpdate,
     McpInstanceCreate,
     McpInstanceUpdate,
     McpServerCreate,
@@ -70,6 +74,13 @@ CLIENT_METHODS: dict[str, str] = {
     "get_gateway_resource": "get_resource",
     "put_gateway_resource": "put_resource",
     "delete_gateway_resource": "delete_resource",
+    "list_knowledge_sources": "list_sources",
+    "put_knowledge_source": "put_source",
+    "add_knowledge_source": "add_source",
+    "delete_knowledge_source": "delete_source",
+    "list_app_versions": "list_app_versions",
+    "add_app_version": "add_app_version",
+    "update_app_version": "set_app_version_archived",
     # The fault admin routes are for tests; they are called with PlatformClient.request.
     "add_fault": "request",
     "list_faults": "request",
@@ -171,6 +182,21 @@ async def _endpoint(client: PlatformClient, ws: str) -> Any:
     )
 
 
+async def _knowledge_set(client: PlatformClient, ws: str) -> Any:
+    body = KnowledgeSetCreate(name="laws", description="Statutes")
+    return (
+        body,
+        KnowledgeSetUpdate(data_description="d"),
+        {"name": "laws"},
+        lambda e: e.data_description == "d",
+    )
+
+
+async def _app(client: PlatformClient, ws: str) -> Any:
+    body = AppCreate(name="dashboard", document={"title": "Dashboard"})
+    return body, AppUpdate(archived=True), {"archived": False}, lambda e: e.archived is True
+
+
 CASES: dict[str, Case] = {
     "mcp-servers": _mcp_server,
     "mcp-instances": _mcp_instance,
@@ -182,6 +208,8 @@ CASES: dict[str, Case] = {
     "secrets": _secret,
     "gateway-bundles": _gateway_bundle,
     "endpoints": _endpoint,
+    "knowledge-sets": _knowledge_set,
+    "apps": _app,
 }
 
 

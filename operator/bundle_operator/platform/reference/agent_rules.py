@@ -49,7 +49,7 @@ def live_agent(tx: Tx, workspace: str, agent_id: str, field: str = "agent_id") -
 
 
 class AgentRules(KindRules):
-    """Agents: their MCP instances and skills must exist; archiving is an update."""
+    """Agents: their MCP instances, skills and knowledge sets must exist; archiving is an update."""
 
     kind = kinds.AGENTS
     held_by = (kinds.CHANNELS.path, kinds.TRIGGERS.path, kinds.POLICIES.path)
@@ -59,6 +59,10 @@ class AgentRules(KindRules):
             require_ref(tx, workspace, kinds.MCP_INSTANCES.path, ref, f"mcp_instance_ids.{i}", "MCP instance")
         for i, ref in enumerate(data["skill_ids"]):
             require_ref(tx, workspace, kinds.SKILLS.path, ref, f"skill_ids.{i}", "skill")
+        for i, ref in enumerate(data["knowledge_set_ids"]):
+            require_ref(
+                tx, workspace, kinds.KNOWLEDGE_SETS.path, ref, f"knowledge_set_ids.{i}", "knowledge set"
+            )
 
     def create(self, tx: Tx, ctx: Context, workspace: str, entity_id: str, prepared: Any) -> Stored:
         assert isinstance(prepared, AgentCreate)
@@ -71,10 +75,14 @@ class AgentRules(KindRules):
         data = _merge(row, prepared, ("name", "model", "archived"))
         for field in ("description", "instructions"):
             data[field] = data[field] or ""
-        for field in ("mcp_instance_ids", "skill_ids"):
-            data[field] = data[field] or []
+        for field in ("mcp_instance_ids", "skill_ids", "knowledge_set_ids"):
+            # .get: agents stored before knowledge sets existed have no knowledge_set_ids.
+            data[field] = data.get(field) or []
         self._check(tx, workspace, data)
         return data, data["name"]
+
+    def render(self, tx: Tx, ctx: Context, row: Row, *, issued: bool) -> dict[str, Any]:
+        return {"knowledge_set_ids": []} | row.public()
 
 
 def _bot_token(

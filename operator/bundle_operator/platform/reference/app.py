@@ -9,8 +9,16 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from bundle_operator.platform.reference import call_counts, endpoint_routes, faults, idempotency_routes
+from bundle_operator.platform.reference import (
+    app_routes,
+    call_counts,
+    endpoint_routes,
+    faults,
+    idempotency_routes,
+    knowledge_routes,
+)
 from bundle_operator.platform.reference.agent_rules import AgentRules, ChannelRules, PolicyRules, TriggerRules
+from bundle_operator.platform.reference.app_rules import AppRules
 from bundle_operator.platform.reference.bundle_rules import EndpointRules, GatewayBundleRules
 from bundle_operator.platform.reference.context import CONTEXT, Context, ServerConfig
 from bundle_operator.platform.reference.discovery import DiscoveryService
@@ -19,6 +27,7 @@ from bundle_operator.platform.reference.gateway_mcp import ROUTE_NAME, Gateway, 
 from bundle_operator.platform.reference.gateway_routes import GatewayRoutes
 from bundle_operator.platform.reference.http import json_response
 from bundle_operator.platform.reference.kind_rules import KindRules
+from bundle_operator.platform.reference.knowledge_rules import KnowledgeSetRules
 from bundle_operator.platform.reference.mcp_rules import McpInstanceRules, McpServerRules
 from bundle_operator.platform.reference.problems import ApiError, problem_response
 from bundle_operator.platform.reference.secret_store import SecretRules
@@ -41,6 +50,8 @@ RULES: tuple[KindRules, ...] = (
     SecretRules(),
     GatewayBundleRules(),
     EndpointRules(),
+    KnowledgeSetRules(),
+    AppRules(),
 )
 
 
@@ -130,6 +141,8 @@ def create_app(config: ServerConfig) -> web.Application:
         EntityRoutes(rules).register(app)
     GatewayRoutes().register(app)
     endpoint_routes.register(app)
+    knowledge_routes.register(app)
+    app_routes.register(app)
     idempotency_routes.register(app)
     if config.fault_injection:
         faults.register(app)

@@ -174,6 +174,24 @@ def page_by_name(request: web.Request, items: list[dict[str, Any]], key: str) ->
     return page(chunk, encode_cursor(chunk[-1][key]) if more and chunk else None)
 
 
+def page_by_number(
+    request: web.Request, items: list[dict[str, Any]], number: Callable[[dict[str, Any]], int]
+) -> web.Response:
+    """Page through items in ascending ``number`` (a version, a creation sequence), with the last
+    number as the cursor: items deleted between pages make the next page skip none."""
+    text = decode_cursor(request)
+    after = None if text is None else whole_number(text)
+    if text is not None and after is None:
+        raise refused("cursor", "is not a cursor from a previous page")
+    limit = limit_param(request)
+    ordered = sorted(items, key=number)
+    if after is not None:
+        ordered = [item for item in ordered if number(item) > after]
+    chunk = ordered[:limit]
+    more = len(ordered) > limit
+    return page(chunk, encode_cursor(str(number(chunk[-1]))) if more else None)
+
+
 def _ordered_cursor(request: web.Request) -> tuple[int, int, str] | None:
     after = decode_cursor(request)
     if after is None:

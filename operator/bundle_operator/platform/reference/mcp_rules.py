@@ -287,7 +287,7 @@ class McpInstanceRules(KindRules):
     """Instances: values checked against the spec; secret inputs only by reference."""
 
     kind = kinds.MCP_INSTANCES
-    held_by = (kinds.AGENTS.path, gateway_rules.MEMBER)
+    held_by = (kinds.AGENTS.path, kinds.APPS.path, gateway_rules.MEMBER)
 
     def create(self, tx: Tx, ctx: Context, workspace: str, entity_id: str, prepared: Any) -> Stored:
         assert isinstance(prepared, McpInstanceCreate)

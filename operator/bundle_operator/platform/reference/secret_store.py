@@ -9,6 +9,7 @@ from bundle_operator.platform.models import SecretCreate, SecretUpdate
 from bundle_operator.platform.reference import gateway_rules
 from bundle_operator.platform.reference.context import Context
 from bundle_operator.platform.reference.kind_rules import KindRules, Stored, require_ref
+from bundle_operator.platform.reference.knowledge_sources import SOURCE
 from bundle_operator.platform.reference.problems import refused
 from bundle_operator.platform.reference.storage import Row, Tx, new_id
 
@@ -52,7 +53,8 @@ class SecretRules(KindRules):
     """Secrets: the value goes to ``secret_values``; only id and name are ever shown."""
 
     kind = kinds.SECRETS
-    held_by = (kinds.MCP_INSTANCES.path, kinds.CHANNELS.path)
+    # A source holds the secrets of its credentials (stored under the set, like a channel's token).
+    held_by = (kinds.MCP_INSTANCES.path, kinds.CHANNELS.path, SOURCE)
 
     def create(self, tx: Tx, ctx: Context, workspace: str, entity_id: str, prepared: Any) -> Stored:
         assert isinstance(prepared, SecretCreate)
