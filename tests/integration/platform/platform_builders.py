@@ -11,12 +11,16 @@ from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import (
     Agent,
     AgentCreate,
+    App,
+    AppCreate,
     Catalog,
     CatalogPrompt,
     CatalogResource,
     CatalogTool,
     GatewayBundle,
     GatewayBundleCreate,
+    KnowledgeSet,
+    KnowledgeSetCreate,
     McpInstance,
     McpInstanceCreate,
     McpServer,
@@ -105,3 +109,13 @@ async def agent(client: PlatformClient, ws: str, name: str = "Triage bot", **fie
 async def bundle(client: PlatformClient, ws: str, name: str = "assistant") -> GatewayBundle:
     body = GatewayBundleCreate(name=name, description="Weather and notes")
     return await client.create(ws, kinds.GATEWAY_BUNDLES, body, idempotency_key=key())
+
+
+async def knowledge_set(client: PlatformClient, ws: str, name: str = "Statutes") -> KnowledgeSet:
+    body = KnowledgeSetCreate(name=name, description="Laws the agent cites")
+    return await client.create(ws, kinds.KNOWLEDGE_SETS, body, idempotency_key=key())
+
+
+async def app(client: PlatformClient, ws: str, name: str = "Dashboard", **fields: object) -> App:
+    body = AppCreate.model_validate({"name": name, "document": {"title": name}} | fields)
+    return await client.create(ws, kinds.APPS, body, idempotency_key=key())
