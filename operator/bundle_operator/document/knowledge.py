@@ -40,7 +40,9 @@ SOURCE_FIELDS: dict[str, SourceFields] = {
     "smb": SourceFields(("server", "share"), ("domain", "username")),
     "webdav": SourceFields(("base_url",), ("username",)),
     "nextcloud": SourceFields(("base_url",), ("username",)),
-    "onedrive": SourceFields(("shared_links",), lists=("shared_links",)),
+    # Shared links tie a source to the organisation that shared them: export leaves them out and
+    # the installer sets them afresh, so a source may arrive without any.
+    "onedrive": SourceFields((), ("shared_links",), lists=("shared_links",)),
     "ris": SourceFields(("host",)),
 }
 

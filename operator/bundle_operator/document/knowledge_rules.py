@@ -47,6 +47,7 @@ def check_knowledge_sets(bundle: Bundle) -> list[Issue]:
     """Source keys and fields, schedules, credential references, and what travels as written."""
     issues: list[Issue] = []
     secret_fields = {f.key for f in bundle.setup if f.type == "secret"}
+    declared = {f.key for f in bundle.setup}
     substituted = {r.ref for r in bundle.requires if r.kind == "knowledge_source"}
     for index, knowledge_set in enumerate(bundle.knowledge_sets):
         entity = f"knowledge_set:{knowledge_set.key}"
@@ -81,9 +82,8 @@ def check_knowledge_sets(bundle: Bundle) -> list[Issue]:
                         )
                     )
             for name, text in source.credentials.items():
-                issues += _credential_issues(
-                    name, text, join_pointer(at, "credentials", name), entity, secret_fields
-                )
+                pointer = join_pointer(at, "credentials", name)
+                issues += _credential_issues(name, text, pointer, entity, secret_fields, declared)
             if source.type == "website":
                 issues.append(
                     warning(
@@ -145,7 +145,7 @@ def _field_issues(source_type: str, data: dict[str, object], at: str, entity: st
 
 
 def _credential_issues(
-    name: str, text: str, pointer: str, entity: str, secret_fields: set[str]
+    name: str, text: str, pointer: str, entity: str, secret_fields: set[str], declared: set[str]
 ) -> list[Issue]:
     problem = credential_name_problem(name)
     if problem is not None:
@@ -162,7 +162,7 @@ def _credential_issues(
                 entity,
             )
         ]
-    if key not in secret_fields:
+    if key in declared and key not in secret_fields:  # an undeclared key is reported as such
         return [
             blocking(
                 Code.CREDENTIAL_NOT_SECRET_FIELD,

@@ -303,7 +303,7 @@ class OnedriveSource(_Source):
     """OneDrive folders reached through shared links."""
 
     type: Literal["onedrive"]
-    shared_links: list[Text]
+    shared_links: list[Text] = Field(default_factory=list)
 
 
 class RisSource(_Source):

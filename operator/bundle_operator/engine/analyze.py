@@ -118,14 +118,15 @@ def plan_entities(bundle: Bundle, skipped: Mapping[str, str]) -> tuple[list[Enti
     """CREATE every entity in install order, except those skipped and those that depend on them."""
     reasons: dict[str, str] = dict(skipped)
     issues: list[Issue] = []
-    for agent in bundle.agents:
-        for mcp in agent.mcps:
+    users = [("agent", a.key, a.mcps) for a in bundle.agents] + [("app", a.key, a.mcps) for a in bundle.apps]
+    for kind, key, mcps in users:
+        for mcp in mcps:
             if f"mcp:{mcp}" in reasons:
                 issues.append(
                     warning(
                         Code.DEPENDENCY_SKIPPED,
-                        f"agent '{agent.key}' is created without MCP '{mcp}', which is skipped",
-                        entity=f"agent:{agent.key}",
+                        f"{kind} '{key}' is created without MCP '{mcp}', which is skipped",
+                        entity=f"{kind}:{key}",
                     )
                 )
     for section, kind in (("channels", "channel"), ("automations", "automation"), ("policies", "policy")):

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from bundle_operator.document.gateway_rules import GATEWAY_ENTITY
 from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
+from bundle_operator.document.knowledge import requirement_ref, tenant_address
 from bundle_operator.document.models import Bundle
 from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.engine.analyze import analyze_with_values, requirement_key
@@ -255,8 +256,28 @@ def _decide(desired: Desired, record: Record, snapshot: Snapshot, options: Optio
     if rebound:
         # Without a base for the binding fields, a changed binding meets the bundle's as a conflict.
         base = {k: v for k, v in recorded.spec.items() if f"/{k}" not in rebound}
+    if desired.kind == "knowledge_set":
+        base = _without_retyped_sources(base, desired.spec, live)
     result = merge(base, desired.spec, live, options.on_conflict)
     return Planned(desired, "UPDATE", None, recorded, live, result, rebound=rebound)
+
+
+def _without_retyped_sources(
+    base: dict[str, Any], theirs: dict[str, Any], mine: dict[str, Any]
+) -> dict[str, Any]:
+    """The base without each source the bundle gave another type and someone edited on the platform.
+
+    A source's fields belong to its type, so merging them field by field across a type change would
+    make a source of neither type. With a base that is no source at all, the two versions meet as
+    one conflict on the whole source, which the conflict mode settles whole: the edited source or
+    the bundle's new one.
+    """
+    sources = dict(base.get("sources", {}))
+    for key, old in base.get("sources", {}).items():
+        new, live = theirs["sources"].get(key), mine.get("sources", {}).get(key)
+        if new is not None and new["type"] != old["type"] and live is not None and live != old:
+            sources[key] = None
+    return {**base, "sources": sources}
 
 
 async def plan(
@@ -480,9 +501,10 @@ async def _requirements(
     ``substitute`` requirements without a mapping were blocked offline already. A model is
     present when the platform's model catalog lists it; a tool when the bundle installs an MCP
     with that key or, for a tool the bundle does not bring, when the workspace has an MCP
-    instance of that name; knowledge sources do not exist in this platform API, so the platform
-    lacks every one. A mapped model must be in the catalog; a mapped tool is wired in where the
-    bundle uses it, or refused.
+    instance of that name. A knowledge source's address is never looked up (seed 004: whether a
+    bucket is there and readable is for the first sync to say), so one without a mapping counts as
+    missing: ``strip`` drops the bundle's sources at that address, ``block`` refuses. A mapped
+    model must be in the catalog; a mapped tool is wired in where the bundle uses it, or refused.
     """
     bundle = parsed.bundle
     assert bundle is not None
@@ -571,6 +593,14 @@ def _users(bundle: Bundle, kind: str, ref: str) -> list[str]:
         if bundle.gateway is not None and ref in bundle.gateway.members:
             users.append(GATEWAY_ENTITY)
         return users
+    if kind == "knowledge_source":
+        return [
+            f"knowledge_set:{k.key} (source {key})"
+            for k in bundle.knowledge_sets
+            for key, source in k.sources.items()
+            if (address := tenant_address(source.model_dump())) is not None
+            and requirement_ref(source.type, address[1]) == ref
+        ]
     return []
 
 

@@ -16,8 +16,10 @@ from urllib.parse import urlsplit
 
 from bundle_operator.document import placeholders
 from bundle_operator.document.credentials import install_sees_credential
+from bundle_operator.document.knowledge import SOURCE_FIELDS, TENANT_ADDRESS, requirement_ref
 from bundle_operator.document.models import (
     Agent,
+    App,
     Automation,
     Bundle,
     Channel,
@@ -25,6 +27,7 @@ from bundle_operator.document.models import (
     DockerMcp,
     Gateway,
     InlineSkill,
+    KnowledgeSet,
     Mcp,
     Policy,
     Skill,
@@ -192,7 +195,72 @@ def desired_agent(agent: Agent, inputs: Inputs, ids: Mapping[str, str], skipped:
         "mcp_instance_ids": [resolve(ids, f"mcp:{m}") for m in mcps],
         "skill_ids": [resolve(ids, f"skill:{s}") for s in agent.skills],
     }
+    if agent.knowledge_sets:
+        # Only when used: an agent installed before 0.2.0 keeps the spec it was recorded with.
+        spec["knowledge_set_ids"] = [resolve(ids, f"knowledge_set:{k}") for k in agent.knowledge_sets]
     return Desired("agent", agent.key, spec)
+
+
+def source_site(source_key: str, name: str) -> str:
+    """Where a source credential's value goes among an entity's secrets."""
+    return f"source:{source_key}:{name}"
+
+
+def source_spec(source_type: str, fields: Mapping[str, Any], credentials: list[str]) -> dict[str, Any]:
+    """A source in spec form: its type, every field of the type (None when unset), its schedule
+    and the names of its credentials (values are secrets, kept beside the spec)."""
+    spec: dict[str, Any] = {"type": source_type}
+    lists = SOURCE_FIELDS[source_type].lists
+    for name in SOURCE_FIELDS[source_type].all:
+        value = fields.get(name)
+        spec[name] = list(value or []) if name in lists else value
+    spec["sync_schedule"] = fields.get("sync_schedule")
+    spec["credentials"] = sorted(credentials)
+    return spec
+
+
+def desired_knowledge_set(knowledge_set: KnowledgeSet, inputs: Inputs) -> Desired:
+    """A knowledge set and its sources by key, with tenant addresses substituted as mapped.
+
+    A substitution replaces the address alone (seed 004); a stripped requirement drops the sources
+    at that address.
+    """
+    secrets: dict[str, str] = {}
+    sources: dict[str, Any] = {}
+    for key, source in knowledge_set.sources.items():
+        fields = source.model_dump(exclude={"type", "credentials"})
+        address_field = TENANT_ADDRESS.get(source.type)
+        if address_field is not None:
+            ref = f"knowledge_source:{requirement_ref(source.type, fields[address_field])}"
+            if ref in inputs.stripped:
+                continue
+            mapped = inputs.substitutions.get(ref)
+            if mapped is not None:
+                fields[address_field] = mapped.partition(":")[2].strip()
+        for name, text in source.credentials.items():
+            secrets[source_site(key, name)] = placeholders.substitute(text, lambda k: inputs.setup.get(k, ""))
+        sources[key] = source_spec(source.type, fields, list(source.credentials))
+    spec = {
+        "set": {
+            "name": knowledge_set.name,
+            "description": knowledge_set.description or "",
+            "data_description": knowledge_set.data_description or "",
+        },
+        "sources": sources,
+    }
+    return Desired("knowledge_set", knowledge_set.key, spec, secrets)
+
+
+def desired_app(app: App, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
+    """An app: its texts, the MCP instances its tools come from, and its document."""
+    mcps = [m for m in app.mcps if f"mcp:{m}" not in skipped and f"tool:{m}" not in inputs.stripped]
+    spec: dict[str, Any] = {
+        "name": app.name,
+        "description": app.description or "",
+        "mcp_instance_ids": [resolve(ids, f"mcp:{m}") for m in mcps],
+        "document": dict(app.document),
+    }
+    return Desired("app", app.key, spec)
 
 
 def desired_channel(channel: Channel, inputs: Inputs, ids: Mapping[str, str]) -> Desired:
@@ -303,8 +371,12 @@ def desired_level(level: str, inputs: Inputs, ids: Mapping[str, str], skipped: s
         out = [desired_mcp(m, inputs) for m in bundle.mcps]
     elif level == "skill":
         out = [desired_skill(s) for s in bundle.skills]
+    elif level == "knowledge_set":
+        out = [desired_knowledge_set(k, inputs) for k in bundle.knowledge_sets]
     elif level == "agent":
         out = [desired_agent(a, inputs, ids, skipped) for a in bundle.agents]
+    elif level == "app":
+        out = [desired_app(a, inputs, ids, skipped) for a in bundle.apps]
     elif level == "channel":
         out = [desired_channel(c, inputs, ids) for c in bundle.channels]
     elif level == "automation":

@@ -1,4 +1,5 @@
-"""Export: a workspace's agents, MCPs, skills, automations, channels and policies as one bundle.
+"""Export: a workspace's agents, MCPs, skills, knowledge sets, apps, automations, channels and
+policies as one bundle.
 
 No credential travels: secret-backed values are never read and become secret setup fields, and
 plain MCP configuration is screened (seed 000) the same way. Keys are derived from names and
@@ -9,10 +10,17 @@ instance-specific, so ``substitute``; a tool, one of the bundle's own MCPs, ``st
 agent keeps the model it has on the platform, the platform's ``default`` included. What the export
 replaced with a setup reference, and what it left out, is reported by path (a JSON Pointer into the
 document, or the platform collection and id), never by value: the file itself looks unremarkable.
+
+A knowledge set travels as its sources, never its documents (seed 004). What ties a source to the
+exporting organisation (login names, the SMB domain, OneDrive shared links, the S3 endpoint) is
+left out and reported; a tenant address (bucket, host, server, base URL) stays as written and is
+declared under ``requires`` as a ``knowledge_source`` to substitute. An app travels as its latest
+unarchived version. A document with neither keeps schema 0.1.0, byte for byte as before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -27,13 +35,22 @@ from bundle_operator.document.credentials import (
     screen_args,
     value_is_credential,
 )
-from bundle_operator.document.models import SCHEMA_VERSION
+from bundle_operator.document.knowledge import (
+    ORGANISATION_FIELDS,
+    SOURCE_FIELDS,
+    requirement_ref,
+    tenant_address,
+)
+from bundle_operator.document.models import LATEST_SCHEMA_VERSION, SCHEMA_VERSION
 from bundle_operator.document.pointer import join_pointer
 from bundle_operator.platform import kinds
 from bundle_operator.platform.models import (
     Agent,
+    App,
     Channel,
     GatewayBundle,
+    KnowledgeSet,
+    KnowledgeSource,
     McpInstance,
     McpServer,
     Policy,
@@ -108,6 +125,8 @@ AUTHORIZATION_VALUE = "Authorization-style value"
 CREDENTIAL_ARGUMENT = "credential argument"
 SIGNING_KEY = "call-context signing key, never read"
 BOT_TOKEN = "channel bot token, never read"
+SOURCE_CREDENTIAL = "knowledge source credential, never read"
+ORGANISATION = "ties the source to the exporting organisation; set it afresh after installing"
 
 
 @dataclass
@@ -152,7 +171,15 @@ async def export_with_report(
     triggers = await platform.list_all(workspace, kinds.TRIGGERS)
     policies = await platform.list_all(workspace, kinds.POLICIES)
     gateways = await platform.list_all(workspace, kinds.GATEWAY_BUNDLES)
+    knowledge_sets = await platform.list_all(workspace, kinds.KNOWLEDGE_SETS)
     report = ExportReport()
+    apps = []
+    for app in await platform.list_all(workspace, kinds.APPS):
+        if app.archived or app.document is None:
+            why = "an archived app" if app.archived else "an app whose every version is archived"
+            report.dropped.append(Dropped(f"{kinds.APPS.path}/{app.id}", why))
+        else:
+            apps.append(app)
     agents = []
     for agent in listed:
         if agent.archived:
@@ -160,7 +187,18 @@ async def export_with_report(
         else:
             agents.append(agent)
     document = build_document(
-        name, version, servers, instances, skills, agents, channels, triggers, policies, report=report
+        name,
+        version,
+        servers,
+        instances,
+        skills,
+        agents,
+        channels,
+        triggers,
+        policies,
+        report=report,
+        knowledge_sets=knowledge_sets,
+        apps=apps,
     )
     _drop_gateways(gateways, report)
     return Export(document, render(document), report)
@@ -188,6 +226,8 @@ def build_document(
     policies: list[Policy],
     *,
     report: ExportReport | None = None,
+    knowledge_sets: list[KnowledgeSet] | None = None,
+    apps: list[App] | None = None,
 ) -> dict[str, Any]:
     """Build the document from listed entities (in the platform's creation order); what was replaced
     and dropped goes to ``report`` when one is given."""
@@ -219,6 +259,13 @@ def build_document(
             skill_docs.append({"key": key, "source_type": "github", "source_url": skill.source_url})
         else:
             skill_docs.append({"key": key, "source_type": "inline", "content": skill.content})
+    set_keys: dict[str, str] = {}
+    set_docs: list[dict[str, Any]] = []
+    tenant_refs: list[str] = []
+    for knowledge_set in knowledge_sets or []:
+        key = make_key(knowledge_set.name, taken)
+        set_keys[knowledge_set.id] = key
+        set_docs.append(_knowledge_set(key, len(set_docs), knowledge_set, setup, tenant_refs))
     agent_keys: dict[str, str] = {}
     agent_docs: list[dict[str, Any]] = []
     for agent in agents:
@@ -241,7 +288,29 @@ def build_document(
         doc["model"] = agent.model
         doc["mcps"] = [mcp_keys[i] for i in agent.mcp_instance_ids]
         doc["skills"] = [skill_keys[i] for i in agent.skill_ids]
+        if agent.knowledge_set_ids:
+            for set_id in agent.knowledge_set_ids:
+                if set_id not in set_keys:
+                    raise ExportRefused(
+                        entity, f"refers to knowledge set {set_id}, which the export cannot represent"
+                    )
+            doc["knowledge_sets"] = [set_keys[i] for i in agent.knowledge_set_ids]
         agent_docs.append(doc)
+    app_docs: list[dict[str, Any]] = []
+    for app in apps or []:
+        entity = f"app '{app.name}' ({app.id})"
+        for instance_id in app.mcp_instance_ids:
+            if instance_id not in mcp_keys:
+                raise ExportRefused(
+                    entity, f"refers to MCP instance {instance_id}, which the export cannot represent"
+                )
+        app_doc: dict[str, Any] = {"key": make_key(app.name, taken), "name": app.name}
+        if app.description:
+            app_doc["description"] = app.description
+        app_doc["document"] = app.document
+        if app.mcp_instance_ids:
+            app_doc["mcps"] = [mcp_keys[i] for i in app.mcp_instance_ids]
+        app_docs.append(app_doc)
     unbound = "bound to an agent the export does not write (archived or gone)"
     enabled = "was enabled; the bundle installs it disabled until the installation is activated"
     channel_docs: list[dict[str, Any]] = []
@@ -291,16 +360,21 @@ def build_document(
         policy_docs.append(
             {"key": key, "type": policy.type, "agent": agent_keys[policy.agent_id], "config": policy.config}
         )
-    document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": name, "version": version}
+    schema = LATEST_SCHEMA_VERSION if set_docs or app_docs else SCHEMA_VERSION
+    document: dict[str, Any] = {"schema_version": schema, "name": name, "version": version}
+    required = requirements([*agent_docs, *app_docs], [m["key"] for m in mcps])
+    required += [{"kind": "knowledge_source", "ref": ref, "policy": "substitute"} for ref in tenant_refs]
     for section, items in (
         ("setup", setup.fields),
         ("mcps", mcps),
         ("skills", skill_docs),
+        ("knowledge_sets", set_docs),
         ("agents", agent_docs),
+        ("apps", app_docs),
         ("channels", channel_docs),
         ("automations", automation_docs),
         ("policies", policy_docs),
-        ("requires", requirements(agent_docs, [m["key"] for m in mcps])),
+        ("requires", required),
     ):
         if items:
             document[section] = items
@@ -314,12 +388,68 @@ def requirements(agent_docs: list[dict[str, Any]], mcp_keys: list[str]) -> list[
     """``requires`` for what the agents use (seed 004): each named model, ``substitute`` (which
     model is which is instance-specific; the platform's ``default`` exists everywhere, so it needs
     no mapping and round-trips as it is); each MCP an agent uses as a tool, ``strip`` (the bundle
-    carries it; a target that skips it drops the reference)."""
-    models = sorted({doc["model"] for doc in agent_docs} - {DEFAULT_MODEL})
-    used = {key for doc in agent_docs for key in doc["mcps"]}
+    carries it; a target that skips it drops the reference). ``agent_docs`` may hold apps too: the
+    MCPs an app's tools come from are required the same way."""
+    models = sorted({doc["model"] for doc in agent_docs if "model" in doc} - {DEFAULT_MODEL})
+    used = {key for doc in agent_docs for key in doc.get("mcps", [])}
     out = [{"kind": "model", "ref": model, "policy": "substitute"} for model in models]
     out += [{"kind": "tool", "ref": key, "policy": "strip"} for key in mcp_keys if key in used]
     return out
+
+
+def source_key(source: KnowledgeSource) -> str:
+    """The key a source travels under: its own when it has one (its identity across instances),
+    else ``<type>-<short hash>`` of its id, the same on every export of the workspace."""
+    if source.key is not None:
+        return source.key
+    return f"{source.type}-{hashlib.sha256(source.id.encode()).hexdigest()[:8]}"
+
+
+def _knowledge_set(
+    key: str, index: int, knowledge_set: KnowledgeSet, setup: _Setup, tenant_refs: list[str]
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {"key": key, "name": knowledge_set.name}
+    if knowledge_set.description:
+        doc["description"] = knowledge_set.description
+    if knowledge_set.data_description:
+        doc["data_description"] = knowledge_set.data_description
+    sources: dict[str, Any] = {}
+    taken = {s.key for s in knowledge_set.sources if s.key is not None}
+    for source in knowledge_set.sources:
+        skey = source_key(source)
+        while skey in sources or (source.key is None and skey in taken):
+            skey += "-x"  # a hash that collides with a key in the set: never two sources under one
+        base = join_pointer("/knowledge_sets", index, "sources", skey)
+        out: dict[str, Any] = {"type": source.type}
+        organisation = ORGANISATION_FIELDS.get(source.type, ())
+        for name in SOURCE_FIELDS[source.type].all:
+            value = getattr(source, name)
+            if value is None or value == []:
+                continue
+            if name in organisation:
+                setup.report.dropped.append(Dropped(join_pointer(base, name), ORGANISATION))
+                continue
+            out[name] = value
+        if source.sync_schedule is not None:
+            out["sync_schedule"] = source.sync_schedule
+        if source.credentials:
+            out["credentials"] = {
+                name: setup.secret(
+                    f"{key}_{skey.replace('-', '_')}_{name}",
+                    f"Credential {name} of source {skey} of knowledge set {knowledge_set.name}",
+                    join_pointer(base, "credentials", name),
+                    SOURCE_CREDENTIAL,
+                )
+                for name in sorted(source.credentials)
+            }
+        address = tenant_address(out)
+        if address is not None:
+            ref = requirement_ref(source.type, address[1])
+            if ref not in tenant_refs:
+                tenant_refs.append(ref)
+        sources[skey] = out
+    doc["sources"] = sources
+    return doc
 
 
 def _reason(name: str, value: str) -> str:

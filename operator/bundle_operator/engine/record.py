@@ -106,7 +106,17 @@ class Record(_Model):
 
 
 # Install order of bundle entity kinds; deletes go the other way round.
-KIND_ORDER: tuple[str, ...] = ("mcp", "skill", "agent", "channel", "automation", "policy", "gateway")
+KIND_ORDER: tuple[str, ...] = (
+    "mcp",
+    "skill",
+    "knowledge_set",
+    "agent",
+    "app",
+    "channel",
+    "automation",
+    "policy",
+    "gateway",
+)
 
 
 def deletion_order(entities: list[RecordedEntity]) -> list[RecordedEntity]:

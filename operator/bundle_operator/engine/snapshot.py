@@ -7,13 +7,17 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from bundle_operator.engine.desired import source_spec
 from bundle_operator.engine.record import Record, RecordedEntity
 from bundle_operator.platform import kinds
 from bundle_operator.platform.models import (
     Agent,
+    App,
     Channel,
     Entity,
     GatewayBundle,
+    KnowledgeSet,
+    KnowledgeSource,
     McpInstance,
     McpServer,
     Policy,
@@ -28,7 +32,9 @@ from bundle_operator.platform.protocol import PlatformAPI
 PRIMARY_PATH: dict[str, str] = {
     "mcp": kinds.MCP_INSTANCES.path,
     "skill": kinds.SKILLS.path,
+    "knowledge_set": kinds.KNOWLEDGE_SETS.path,
     "agent": kinds.AGENTS.path,
+    "app": kinds.APPS.path,
     "channel": kinds.CHANNELS.path,
     "automation": kinds.TRIGGERS.path,
     "policy": kinds.POLICIES.path,
@@ -152,13 +158,35 @@ def project(recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | No
     if isinstance(primary, Agent):
         if primary.archived:
             return None  # an archived agent is installed again
-        return {
+        agent: dict[str, Any] = {
             "name": primary.name,
             "description": primary.description,
             "instructions": primary.instructions,
             "model": primary.model,
             "mcp_instance_ids": list(primary.mcp_instance_ids),
             "skill_ids": list(primary.skill_ids),
+        }
+        if primary.knowledge_set_ids:
+            agent["knowledge_set_ids"] = list(primary.knowledge_set_ids)
+        return agent
+    if isinstance(primary, KnowledgeSet):
+        return {
+            "set": {
+                "name": primary.name,
+                "description": primary.description,
+                "data_description": primary.data_description,
+            },
+            # Keyed sources only: one a user added (no key) is theirs, not a divergence (seed 004).
+            "sources": {s.key: project_source(s) for s in primary.sources if s.key is not None},
+        }
+    if isinstance(primary, App):
+        if primary.archived or primary.document is None:
+            return None  # archived: installed again, like an archived agent
+        return {
+            "name": primary.name,
+            "description": primary.description,
+            "mcp_instance_ids": list(primary.mcp_instance_ids),
+            "document": dict(primary.document),
         }
     if isinstance(primary, Channel):
         return {
@@ -182,6 +210,18 @@ def project(recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | No
     if isinstance(primary, GatewayBundle):
         return _project_gateway(recorded, snapshot.gateway)
     return None
+
+
+def project_source(source: KnowledgeSource) -> dict[str, Any]:
+    """A live source in the spec form the engine writes (credential names, never values)."""
+    return source_spec(source.type, source.model_dump(), list(source.credentials))
+
+
+def own_sources(entity: Entity | None) -> list[KnowledgeSource]:
+    """The sources of a live knowledge set that a user added on the platform (they have no key)."""
+    if not isinstance(entity, KnowledgeSet):
+        return []
+    return [s for s in entity.sources if s.key is None]
 
 
 _DEFAULT_CURATION = {"enabled": True, "title": None, "description": None}

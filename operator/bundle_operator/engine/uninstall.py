@@ -3,7 +3,8 @@
 Before anything is deleted, the platform is asked who else still uses what would go: an entity of
 this installation that a foreign entity (one the installation did not create) refers to cannot be
 deleted, so the whole uninstall is refused up front with ``UninstallRefused`` naming both, rather
-than deleting half and failing on the held one (seed 004 refuses the same way).
+than deleting half and failing on the held one (seed 004 refuses the same way). A knowledge set
+holding a source a user added on the platform is refused the same way: the source would go with it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from bundle_operator.engine.apply import delete_leftovers, roll_back_journal
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.record import Record, RecordedEntity, deletion_order
-from bundle_operator.engine.snapshot import Snapshot, project, read_snapshot
+from bundle_operator.engine.snapshot import Snapshot, own_sources, project, read_snapshot
 from bundle_operator.engine.writer import Persist, Writer
 from bundle_operator.platform import kinds
 from bundle_operator.platform.models import Entity, McpInstance
@@ -26,8 +27,9 @@ log = logging.getLogger(__name__)
 # Which platform collections may refer to a part of each bundle entity kind (the platform refuses
 # to delete an entity while one of them does).
 _HOLDER_PATHS: dict[str, tuple[str, ...]] = {
-    "mcp": (kinds.AGENTS.path, kinds.MCP_INSTANCES.path, kinds.GATEWAY_BUNDLES.path),
+    "mcp": (kinds.AGENTS.path, kinds.MCP_INSTANCES.path, kinds.GATEWAY_BUNDLES.path, kinds.APPS.path),
     "skill": (kinds.AGENTS.path,),
+    "knowledge_set": (kinds.AGENTS.path,),
     "agent": (kinds.CHANNELS.path, kinds.TRIGGERS.path, kinds.POLICIES.path),
 }
 
@@ -101,6 +103,11 @@ def _plan(record: Record, snapshot: Snapshot) -> _Plan:
                 plan.kept[recorded.entity] = edited or [f"(in use by {holder})"]
                 in_use.update({ref: recorded.entity for ref in _referenced_ids(live)})
                 continue
+        if recorded.kind == "app" and live is not None:
+            # An app is archived, not deleted, so its running instances keep working: the MCPs
+            # its tools come from stay with it.
+            holder = f"{recorded.entity}, archived so that its running instances keep working"
+            in_use.update({ref: holder for ref in _referenced_ids(live)})
         # Gone already (or an archived agent) still leaves its other parts to delete.
         plan.delete.append((recorded, live is not None))
     return plan
@@ -169,6 +176,15 @@ async def _foreign_holders(
         if holder not in holders:
             holders.append(holder)
 
+    # A source a user added to a set of the installation would go with the set (seed 004): the
+    # set is held until they remove it or keep the set.
+    for recorded, _ in plan.delete:
+        set_id = recorded.primary_id
+        if recorded.kind != "knowledge_set" or set_id is None:
+            continue
+        for source in own_sources(snapshot.get(kinds.KNOWLEDGE_SETS.path, set_id)):
+            where = f"{kinds.KNOWLEDGE_SETS.path}/{set_id}/sources/{source.id}"
+            note(set_id, f"{where} (a {source.type} source added on the platform)")
     for path in sorted(paths):
         kind = kinds.BY_PATH[path]
         listed = snapshot.entities.get(path)
@@ -200,7 +216,7 @@ def _describe(path: str, item: Entity, detail: str = "") -> str:
 
 
 def _referenced_ids(spec: Any) -> set[str]:
-    """Every platform id a live spec refers to (agent ids, instance ids, skill ids)."""
+    """Every platform id a live spec refers to (agent, instance, skill and knowledge set ids)."""
     found: set[str] = set()
     stack = [spec]
     while stack:
@@ -209,7 +225,7 @@ def _referenced_ids(spec: Any) -> set[str]:
             for key, item in value.items():
                 if key in ("agent_id", "mcp_instance_id") and isinstance(item, str):
                     found.add(item)
-                elif key in ("mcp_instance_ids", "skill_ids") and isinstance(item, list):
+                elif key in ("mcp_instance_ids", "skill_ids", "knowledge_set_ids") and isinstance(item, list):
                     found.update(i for i in item if isinstance(i, str))
                 else:
                     stack.append(item)

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from bundle_operator.engine.desired import Desired
+from bundle_operator.engine.desired import Desired, source_site
 from bundle_operator.engine.record import (
     JournalEntry,
     Part,
@@ -34,6 +34,9 @@ from bundle_operator.platform.models import (
     AgentCreate,
     AgentUpdate,
     ApiModel,
+    AppCreate,
+    AppUpdate,
+    AppVersionCreate,
     ChannelCreate,
     ChannelUpdate,
     Entity,
@@ -44,6 +47,9 @@ from bundle_operator.platform.models import (
     GatewayPromptPut,
     GatewayResourcePut,
     GatewayToolCuration,
+    KnowledgeSetCreate,
+    KnowledgeSetUpdate,
+    KnowledgeSourcePut,
     McpInstanceCreate,
     McpInstanceUpdate,
     McpServerCreate,
@@ -69,7 +75,9 @@ Persist = Callable[[Record], Awaitable[None]]
 
 _PRIMARY_KIND: dict[str, Kind[Any, Any, Any]] = {
     "skill": kinds.SKILLS,
+    "knowledge_set": kinds.KNOWLEDGE_SETS,
     "agent": kinds.AGENTS,
+    "app": kinds.APPS,
     "channel": kinds.CHANNELS,
     "automation": kinds.TRIGGERS,
     "policy": kinds.POLICIES,
@@ -184,7 +192,9 @@ class Writer:
         creator = {
             "mcp": self._create_mcp,
             "skill": self._create_skill,
+            "knowledge_set": self._create_knowledge_set,
             "agent": self._create_agent,
+            "app": self._create_app,
             "channel": self._create_channel,
             "automation": self._create_automation,
             "policy": self._create_policy,
@@ -233,6 +243,72 @@ class Writer:
     async def _create_agent(self, desired: Desired) -> list[Part]:
         agent = await self.create(desired.entity, "primary", kinds.AGENTS, AgentCreate(**desired.spec))
         return [Part(role="primary", path=kinds.AGENTS.path, id=agent.id)]
+
+    async def _create_knowledge_set(self, desired: Desired) -> list[Part]:
+        spec = desired.spec
+        body = KnowledgeSetCreate(**spec["set"])
+        created = await self.create(desired.entity, "primary", kinds.KNOWLEDGE_SETS, body)
+        # Sources are written by key, so a replay after a crash puts the same ones again.
+        await self.write_sources(created.id, spec["sources"], {}, desired.secrets, set(), new=True)
+        return [Part(role="primary", path=kinds.KNOWLEDGE_SETS.path, id=created.id)]
+
+    async def _create_app(self, desired: Desired) -> list[Part]:
+        app = await self.create(desired.entity, "primary", kinds.APPS, AppCreate(**desired.spec))
+        return [Part(role="primary", path=kinds.APPS.path, id=app.id)]
+
+    async def write_sources(
+        self,
+        set_id: str,
+        target: dict[str, Any],
+        current: dict[str, Any],
+        secrets: dict[str, str] | None,
+        changed_secrets: set[str],
+        *,
+        new: bool = False,
+    ) -> None:
+        """Bring a knowledge set's keyed sources from ``current`` to ``target``, source by source.
+
+        Sources without a key (a user's own) are in neither and never touched. A source's
+        credentials are sent when it is new, or when one of its values changed (a PUT replaces them
+        all); otherwise the stored ones stay. ``secrets`` None (a restore) never sends values.
+        """
+        ws, p = self.workspace, self.platform
+        wrote = False
+        for key, source in target.items():
+            names = source["credentials"]
+            sites = [source_site(key, name) for name in names]
+            resend = (
+                secrets is not None
+                and bool(names)
+                and (
+                    key not in current
+                    or current[key].get("credentials") != names
+                    or any(site in changed_secrets for site in sites)
+                )
+            )
+            if current.get(key) == source and not resend:
+                continue
+            fields = {k: v for k, v in source.items() if k != "credentials" and v is not None}
+            credentials = (
+                {name: SecretStr(secrets[source_site(key, name)]) for name in names}
+                if resend and secrets is not None
+                else None
+            )
+            self.calls += 1
+            await p.put_source(ws, set_id, key, KnowledgeSourcePut(**fields, credentials=credentials))
+            wrote = True
+        for key in current:
+            if key not in target:
+                self.calls += 1
+                with contextlib.suppress(NotFound):
+                    await p.delete_source(ws, set_id, key)
+                wrote = True
+        if wrote or new:
+            # The set's answer to its last write no longer shows its sources: read it once.
+            self.calls += 1
+            knowledge_set = await p.get(ws, kinds.KNOWLEDGE_SETS, set_id)
+            self.saw(kinds.KNOWLEDGE_SETS, knowledge_set)
+            self.revisions[set_id] = knowledge_set.revision
 
     async def _create_channel(self, desired: Desired) -> list[Part]:
         body = ChannelCreate(**desired.spec, bot_token=SecretStr(desired.secrets["bot_token"]))
@@ -385,6 +461,24 @@ class Writer:
         kind = recorded.kind
         if kind == "mcp":
             return await self._write_mcp(recorded, target, current, secrets, changed_secrets)
+        if kind == "knowledge_set":
+            if target["set"] != current["set"]:
+                await self.update(kinds.KNOWLEDGE_SETS, primary, KnowledgeSetUpdate(**target["set"]))
+            await self.write_sources(primary, target["sources"], current["sources"], secrets, changed_secrets)
+            return list(recorded.parts)
+        if kind == "app":
+            changes = {k: v for k, v in target.items() if k != "document" and current.get(k) != v}
+            if changes:
+                await self.update(kinds.APPS, primary, AppUpdate(**changes))
+            if target["document"] != current["document"]:
+                # A document is never changed in place: it becomes the app's next version.
+                self.calls += 1
+                app = await self.platform.add_app_version(
+                    self.workspace, primary, AppVersionCreate(document=target["document"])
+                )
+                self.saw(kinds.APPS, app)
+                self.revisions[primary] = app.revision
+            return list(recorded.parts)
         if kind == "gateway":
             if target["bundle"] != current["bundle"]:
                 body = GatewayBundleUpdate(
@@ -394,6 +488,8 @@ class Writer:
             await self.write_gateway_contents(primary, target, current)
             return list(recorded.parts)
         changes = {k: v for k, v in target.items() if current.get(k) != v}
+        if kind == "agent" and "knowledge_set_ids" in current and "knowledge_set_ids" not in target:
+            changes["knowledge_set_ids"] = []  # the spec leaves the field out while it is empty
         if kind == "channel" and secrets is not None and "bot_token" in changed_secrets:
             changes["bot_token"] = SecretStr(secrets["bot_token"])
         update_model, path_kind = _SIMPLE_UPDATES[kind]
@@ -454,7 +550,10 @@ class Writer:
 
     async def delete_entity(self, recorded: RecordedEntity) -> list[str]:
         """Delete every part of a recorded entity, the primary first; returns the failures. When the
-        primary stays (in use, say), its server and secrets stay too: it still uses them."""
+        primary stays (in use, say), its server and secrets stay too: it still uses them. An app is
+        archived instead (seed 004): instances of it that are running keep working."""
+        if recorded.kind == "app":
+            return await self._archive_app(recorded)
         failures: list[str] = []
         order = sorted(recorded.parts, key=lambda p: (p.role != "primary", p.role != "server"))
         for part in order:
@@ -463,6 +562,21 @@ class Writer:
                 if part.role in ("primary", "server"):
                     break
         return failures
+
+    async def _archive_app(self, recorded: RecordedEntity) -> list[str]:
+        primary = recorded.primary_id
+        if primary is None:
+            return []
+        try:
+            await self.update(kinds.APPS, primary, AppUpdate(archived=True))
+        except NotFound:
+            return []  # deleted on the platform already
+        except PlatformError as exc:
+            log.warning(
+                "could not archive %s %s of %s: %s", kinds.APPS.path, primary, recorded.entity, exc.code
+            )
+            return [f"{kinds.APPS.path}/{primary}"]
+        return []
 
     async def failed_to_delete(self, part: Part, entity: str) -> bool:
         """Delete one part; log and answer True when the platform would not."""

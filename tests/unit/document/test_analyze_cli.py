@@ -25,7 +25,10 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 # The examples whose requirements need a mapping to analyze clean.
-EXAMPLE_SUBSTITUTIONS = {"github-triage.yaml": ["--substitute", "model:gpt-4.1=gpt-5"]}
+EXAMPLE_SUBSTITUTIONS = {
+    "github-triage.yaml": ["--substitute", "model:gpt-4.1=gpt-5"],
+    "building-office.yaml": ["--substitute", "knowledge_source:s3:acme-bylaws=s3:dormagen-bylaws"],
+}
 
 
 def write(tmp_path: Path, data: Any, name: str = "bundle.yaml") -> str:
@@ -35,7 +38,12 @@ def write(tmp_path: Path, data: Any, name: str = "bundle.yaml") -> str:
 
 
 def test_examples_exist() -> None:
-    assert {p.name for p in EXAMPLES} >= {"github-triage.yaml", "postgres-data.yaml", "gateway-curated.yaml"}
+    assert {p.name for p in EXAMPLES} >= {
+        "github-triage.yaml",
+        "postgres-data.yaml",
+        "gateway-curated.yaml",
+        "building-office.yaml",
+    }
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
