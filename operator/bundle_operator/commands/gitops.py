@@ -4,7 +4,8 @@ A Bundle whose ``spec.source.inline`` is the exported document, and a BundleInst
 installs it: every setup field the export made (each a ``secret`` field, since export writes only
 credentials as setup) comes from a Secret by ``secretKeyRef``, with the Secret's name and keys
 derived from the bundle, never its values; every model requirement is mapped to the model the
-workspace runs today, so the installation does not stall on a substitution nobody chose. The
+workspace runs today, and every knowledge source address to itself, so the installation does not
+stall on a substitution nobody chose. The
 Secret itself is not written: a comment at the top says which one to create, with which keys.
 """
 
@@ -105,6 +106,7 @@ def render_resources(resources: list[dict[str, Any]]) -> str:
         lines[-1] = "# No credential is in this file, and the installation needs no Secret."
     if installation["spec"].get("substitutions"):
         lines.append(
-            "# spec.substitutions maps each model to the one the workspace runs today; change as needed."
+            "# spec.substitutions maps each model and source address to what the workspace uses today; "
+            "change as needed."
         )
     return "\n".join(lines) + "\n---\n" + "---\n".join(render(r) for r in resources)

@@ -275,7 +275,7 @@ DOCUMENT_FIELDS: dict[str, str] = {
     "knowledge_sets.sources.laws": "The statutes ingested, as the statutes service names them.",
     "knowledge_sets.sources.urls": "The pages crawled, as written.",
     "knowledge_sets.sources.bucket": "The S3 bucket: a tenant address, substitutable.",
-    "knowledge_sets.sources.endpoint": "The S3 endpoint (not exported: it ties the source to an organisation).",
+    "knowledge_sets.sources.endpoint": "The S3 endpoint; export leaves it out (organisation-specific).",
     "knowledge_sets.sources.host": "The host: a tenant address, substitutable.",
     "knowledge_sets.sources.server": "The SMB server: a tenant address, substitutable.",
     "knowledge_sets.sources.base_url": "The base URL: a tenant address, substitutable.",

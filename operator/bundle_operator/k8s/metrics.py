@@ -147,6 +147,10 @@ _GATEWAY_COLLECTIONS: Final = frozenset(
 _GATEWAY_ACTIONS: Final = frozenset({"rename", "members:order", "audit"})
 
 
+# The one sub-collection of a knowledge set and of an app, each with a /{id} item route.
+_SUB_COLLECTIONS: Final = {"knowledge-sets": "sources", "apps": "versions"}
+
+
 # Read-only catalogs of what the workspace offers (no ids below them).
 _CATALOGS = frozenset({"models"})
 
@@ -186,6 +190,9 @@ def _workspace_route(rest: list[str]) -> str:
         return f"{base}/{collection}/{{id}}"
     if collection == "endpoints" and tail[1:] == ["api-key"]:
         return f"{base}/endpoints/{{id}}/api-key"
+    sub_collection = _SUB_COLLECTIONS.get(collection)
+    if sub_collection is not None and tail[1] == sub_collection and len(tail) <= 3:
+        return f"{base}/{collection}/{{id}}/{sub_collection}" + ("/{id}" if len(tail) == 3 else "")
     if collection != "gateway-bundles":
         return OTHER_ROUTE
     gateway = f"{base}/gateway-bundles/{{id}}"

@@ -137,7 +137,8 @@ class BundleSource(_Model):
 
     # `make crds` types this field by the document's own models (bundle_operator.document.models).
     inline: dict[str, Any] | None = Field(
-        default=None, description="The bundle document itself (schema_version 0.1.0 or 0.2.0), field by field."
+        default=None,
+        description="The bundle document itself (schema_version 0.1.0 or 0.2.0), field by field.",
     )
     config_map_ref: LocalObjectKeyRef | None = Field(
         default=None, description="A ConfigMap key holding the document as YAML or JSON."
@@ -161,6 +162,9 @@ class EntityCounts(_Model):
     channels: int = Field(default=0, description="Chat channels.")
     automations: int = Field(default=0, description="Scheduled automations.")
     policies: int = Field(default=0, description="Governance policies.")
+    # Counted only for a schema 0.2.0 document, so a 0.1.0 bundle's status stays as it was.
+    knowledge_sets: int | None = Field(default=None, description="Knowledge sets (schema 0.2.0).")
+    apps: int | None = Field(default=None, description="Apps (schema 0.2.0).")
 
 
 class SetupFieldStatus(_Model):

@@ -30,6 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import httpx
 
 from bundle_operator.document.issues import Issue
+from bundle_operator.document.models import SCHEMA_VERSION
 from bundle_operator.document.parse import (
     MAX_SOURCE_BYTES,
     ParsedBundle,
@@ -566,6 +567,8 @@ def bundle_status_fields(resolved: Resolved) -> dict[str, Any]:
     fields: dict[str, Any] = status.model_dump(
         mode="json", by_alias=True, exclude={"conditions", "observed_generation"}
     )
+    if fields["entities"] is not None:  # the 0.2.0 counts only where they apply
+        fields["entities"] = {kind: n for kind, n in fields["entities"].items() if n is not None}
     return fields
 
 
@@ -580,6 +583,8 @@ def _entity_counts(parsed: ParsedBundle) -> EntityCounts | None:
         channels=len(bundle.channels),
         automations=len(bundle.automations),
         policies=len(bundle.policies),
+        knowledge_sets=len(bundle.knowledge_sets) if bundle.schema_version != SCHEMA_VERSION else None,
+        apps=len(bundle.apps) if bundle.schema_version != SCHEMA_VERSION else None,
     )
 
 
