@@ -91,3 +91,36 @@ def test_exported_resources_pass_a_server_side_dry_run(
     )
     # A dry run writes nothing.
     assert kubectl.get_or_none("bundles.bundle-operator.dev", "triage-export", namespace) is None
+
+
+def test_an_exported_knowledge_bundle_passes_the_crds_typed_sources(
+    kubectl: Kubectl, crds: None, namespace: str, platform: PlatformProcess, tmp_path: Path
+) -> None:
+    workspace = f"gitops-{uuid.uuid4().hex[:10]}"
+    office = ROOT / "examples" / "building-office.yaml"
+    setup = ROOT / "examples" / "setup" / "building-office.yaml"
+    mapped = "knowledge_source:s3:acme-bylaws=s3:dormagen-bylaws"
+    done = bundlectl(
+        platform, tmp_path, "install", str(office), "--setup-file", str(setup), "--substitute", mapped,
+        "--workspace", workspace,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "gitops.yaml"
+    done = bundlectl(
+        platform, tmp_path, "export", "--workspace", workspace, "--name", "office-export", "--as-resource",
+        "--namespace", namespace, "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    bundle, installation = list(yaml.safe_load_all(text))
+    document = bundle["spec"]["source"]["inline"]
+    assert document["schema_version"] == "0.2.0"
+    assert document["knowledge_sets"][0]["sources"]["s3-1"]["bucket"] == "dormagen-bylaws"
+    # The tenant address maps to itself, so the installation does not stall on a substitution.
+    assert installation["spec"]["substitutions"] == {
+        "knowledge_source:s3:dormagen-bylaws": "s3:dormagen-bylaws"
+    }
+    for value in yaml.safe_load(setup.read_text()).values():
+        assert value not in text, "a setup value leaked into the manifests"
+    applied = kubectl.run("apply", "--server-side", "--dry-run=server", "-f", str(out))
+    assert "bundle.bundle-operator.dev/office-export serverside-applied (server dry run)" in applied.stdout
