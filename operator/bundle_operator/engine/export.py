@@ -35,6 +35,7 @@ from bundle_operator.document.credentials import (
     screen_args,
     value_is_credential,
 )
+from bundle_operator.document.keys import MAX_KEY_LENGTH
 from bundle_operator.document.knowledge import (
     ORGANISATION_FIELDS,
     SOURCE_FIELDS,
@@ -405,6 +406,13 @@ def source_key(source: KnowledgeSource) -> str:
     return f"{source.type}-{hashlib.sha256(source.id.encode()).hexdigest()[:8]}"
 
 
+def _bounded_key(key: str) -> str:
+    """A setup key within the document's key length: a long one keeps its start and a hash of it all."""
+    if len(key) <= MAX_KEY_LENGTH:
+        return key
+    return f"{key[: MAX_KEY_LENGTH - 9]}_{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
 def _knowledge_set(
     key: str, index: int, knowledge_set: KnowledgeSet, setup: _Setup, tenant_refs: list[str]
 ) -> dict[str, Any]:
@@ -435,7 +443,7 @@ def _knowledge_set(
         if source.credentials:
             out["credentials"] = {
                 name: setup.secret(
-                    f"{key}_{skey.replace('-', '_')}_{name}",
+                    _bounded_key(f"{key}_{skey.replace('-', '_')}_{name}"),
                     f"Credential {name} of source {skey} of knowledge set {knowledge_set.name}",
                     join_pointer(base, "credentials", name),
                     SOURCE_CREDENTIAL,

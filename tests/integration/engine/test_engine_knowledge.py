@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from bundle_operator.engine.apply import InstallFailed, Options, plan
 from bundle_operator.engine.drift import drift
@@ -28,6 +29,7 @@ from bundle_operator.platform.models import (
     App,
     AppVersionCreate,
     KnowledgeSet,
+    KnowledgeSetCreate,
     KnowledgeSourcePut,
 )
 from tests.integration.engine.harness import (
@@ -390,3 +392,21 @@ async def test_export_screens_organisation_fields_and_round_trips_with_a_substit
     assert installed["s3-1"].bucket == "zons-bylaws" and installed["s3-1"].endpoint is None
     assert installed[smb_key].server == "fs.zons.local" and installed[smb_key].share == "bauamt"
     assert other.find("app:request_status") is not None
+
+
+async def test_an_export_with_long_names_still_analyzes_clean(client: PlatformClient, ws: str) -> None:
+    knowledge_set = await client.create(
+        ws, kinds.KNOWLEDGE_SETS, KnowledgeSetCreate(name="Bylaws " * 20), idempotency_key=f"long-{ws}"
+    )
+    key, credential = "s" * 63, "c" * 64
+    body = KnowledgeSourcePut(
+        type="sftp", host="files.example", credentials={credential: SecretStr("pw-long-1")}
+    )
+    await client.put_source(ws, knowledge_set.id, key, body)
+    exported = await export_with_report(client, ws, "long-names")
+    [setup_field] = exported.document["setup"]
+    assert len(setup_field["key"]) == 128
+    source = exported.document["knowledge_sets"][0]["sources"][key]
+    assert source["credentials"] == {credential: f"${{setup.{setup_field['key']}}}"}
+    parsed = parse(exported.document)
+    assert [i for i in parsed.issues if i.blocking] == []
