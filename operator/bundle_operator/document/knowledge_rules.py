@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from bundle_operator.document import placeholders
+from bundle_operator.document.credentials import is_credentialed_url
 from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
 from bundle_operator.document.knowledge import (
     SOURCE_FIELDS,
@@ -16,6 +17,7 @@ from bundle_operator.document.knowledge import (
 from bundle_operator.document.models import SCHEMA_VERSION, Bundle
 from bundle_operator.document.pointer import join_pointer
 from bundle_operator.document.schedule import cron_problem
+from bundle_operator.document.urls import url_problem
 
 # The reference platform keeps an app version up to this size; analyze says so first.
 APP_DOCUMENT_MAX_BYTES = 256 * 1024
@@ -70,6 +72,7 @@ def check_knowledge_sets(bundle: Bundle) -> list[Issue]:
                 )
             data = source.model_dump(exclude_none=True)
             issues += _field_issues(source.type, data, at, entity)
+            issues += _url_issues(key, data, at, entity)
             if source.sync_schedule is not None:
                 problem = cron_problem(source.sync_schedule)
                 if problem is not None:
@@ -141,6 +144,42 @@ def _field_issues(source_type: str, data: dict[str, object], at: str, entity: st
                 Code.INVALID_SOURCE, "port must be between 1 and 65535", join_pointer(at, "port"), entity
             )
         )
+    return issues
+
+
+def _url_issues(key: str, data: dict[str, object], at: str, entity: str) -> list[Issue]:
+    """A website's URLs and a WebDAV or Nextcloud base URL must be http(s) URLs without a credential
+    in them (a credential goes under ``credentials``, from a secret setup field)."""
+    places: list[tuple[str, object]] = []
+    if isinstance(data.get("base_url"), str):
+        places.append((join_pointer(at, "base_url"), data["base_url"]))
+    urls = data.get("urls")
+    if isinstance(urls, list):
+        places += [(join_pointer(at, "urls", index), url) for index, url in enumerate(urls)]
+    issues: list[Issue] = []
+    for pointer, url in places:
+        if not isinstance(url, str) or url == "":
+            continue  # an empty one is named by the field checks
+        problem = url_problem(url)
+        if problem is not None:
+            issues.append(
+                blocking(
+                    Code.INVALID_URL,
+                    f"{pointer} of source '{shown(key)}' is not usable: {problem}",
+                    pointer,
+                    entity,
+                )
+            )
+        elif is_credentialed_url(url):
+            issues.append(
+                blocking(
+                    Code.CREDENTIAL_LITERAL,
+                    f"{pointer} of source '{shown(key)}' carries a credential; give it under credentials "
+                    "as a ${setup.<key>} reference to a secret setup field",
+                    pointer,
+                    entity,
+                )
+            )
     return issues
 
 

@@ -28,6 +28,12 @@ from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.engine.analyze import analyze_with_values, requirement_key
 from bundle_operator.engine.desired import LEVELS, Desired, Inputs, desired_level
 from bundle_operator.engine.diff import changed_paths
+from bundle_operator.engine.knowledge import (
+    archived_app_holders,
+    credentials_lost,
+    settle_credentials,
+    without_retyped_sources,
+)
 from bundle_operator.engine.merge import MergeResult, OnConflict, merge
 from bundle_operator.engine.preview import Action, EntityPlan, Preview
 from bundle_operator.engine.record import (
@@ -38,7 +44,7 @@ from bundle_operator.engine.record import (
     deletion_order,
     secret_hash,
 )
-from bundle_operator.engine.snapshot import Snapshot, binding_changes, project, read_snapshot
+from bundle_operator.engine.snapshot import Snapshot, binding_changes, own_sources, project, read_snapshot
 from bundle_operator.engine.writer import Persist, Writer
 from bundle_operator.platform import kinds
 from bundle_operator.platform.errors import NotFound, PlatformError
@@ -242,7 +248,8 @@ def _decide(desired: Desired, record: Record, snapshot: Snapshot, options: Optio
     # reusing it as it is would leave it running someone else's agent. Its binding is an update
     # the bundle must win or a conflict for the user to settle, never a local edit that survives.
     rebound = binding_changes(desired.kind, recorded.spec, live)
-    if desired.spec == recorded.spec and hashes == recorded.secrets and not rebound:
+    lost = desired.kind == "knowledge_set" and credentials_lost(recorded.spec, live)
+    if desired.spec == recorded.spec and hashes == recorded.secrets and not rebound and not lost:
         return Planned(desired, "REUSE", None, recorded, live)
     immutable = [p for p in IMMUTABLE.get(desired.kind, ()) if _at(recorded.spec, p) != _at(desired.spec, p)]
     if immutable:
@@ -257,27 +264,15 @@ def _decide(desired: Desired, record: Record, snapshot: Snapshot, options: Optio
         # Without a base for the binding fields, a changed binding meets the bundle's as a conflict.
         base = {k: v for k, v in recorded.spec.items() if f"/{k}" not in rebound}
     if desired.kind == "knowledge_set":
-        base = _without_retyped_sources(base, desired.spec, live)
+        base = without_retyped_sources(base, desired.spec, live)
     result = merge(base, desired.spec, live, options.on_conflict)
+    if desired.kind == "knowledge_set":
+        changed = {site for site, value in hashes.items() if recorded.secrets.get(site) != value}
+        unsettled = settle_credentials(
+            recorded.spec, desired.spec, live, result, changed, options.on_conflict
+        )
+        return Planned(desired, "UPDATE", None, recorded, live, result, blocked=unsettled)
     return Planned(desired, "UPDATE", None, recorded, live, result, rebound=rebound)
-
-
-def _without_retyped_sources(
-    base: dict[str, Any], theirs: dict[str, Any], mine: dict[str, Any]
-) -> dict[str, Any]:
-    """The base without each source the bundle gave another type and someone edited on the platform.
-
-    A source's fields belong to its type, so merging them field by field across a type change would
-    make a source of neither type. With a base that is no source at all, the two versions meet as
-    one conflict on the whole source, which the conflict mode settles whole: the edited source or
-    the bundle's new one.
-    """
-    sources = dict(base.get("sources", {}))
-    for key, old in base.get("sources", {}).items():
-        new, live = theirs["sources"].get(key), mine.get("sources", {}).get(key)
-        if new is not None and new["type"] != old["type"] and live is not None and live != old:
-            sources[key] = None
-    return {**base, "sources": sources}
 
 
 async def plan(
@@ -318,7 +313,8 @@ async def plan(
         stripped=frozenset(checked.stripped),
     )
     if snapshot is None:
-        snapshot = await read_snapshot(platform, workspace, record) if record.entities else empty
+        owned = record.entities or record.archived
+        snapshot = await read_snapshot(platform, workspace, record) if owned else empty
     fp = fingerprint(record, offline.bundle.digest, values, options)
     ids: dict[str, str] = dict(checked.bound)
     items: list[Planned] = []
@@ -349,10 +345,22 @@ async def plan(
                 )
     wanted = {p.desired.entity for p in items}
     removals: list[Removal] = []
-    for recorded in deletion_order(record.entities):
-        if recorded.entity in wanted:
-            continue
+    leaving = [r for r in record.entities if r.entity not in wanted]
+    archiving = [r.primary_id for r in leaving if r.kind == "app" and r.primary_id is not None]
+    app_held = archived_app_holders(record, snapshot, archiving)
+    for recorded in deletion_order(leaving):
         live = project(recorded, snapshot)
+        keeper = _keeper(recorded, snapshot, app_held)
+        if keeper is not None:
+            removals.append(Removal(recorded, False, []))
+            issues.append(
+                warning(
+                    Code.ENTITY_KEPT,
+                    f"{recorded.entity} is no longer in the bundle but {keeper}; it is kept",
+                    entity=recorded.entity,
+                )
+            )
+            continue
         if live is None:
             # Gone already, but its other parts (server spec, secrets) are still ours to delete,
             # and the record must let go of it.
@@ -392,6 +400,22 @@ async def plan(
     return Plan(
         preview, items, removals, inputs, snapshot, fp, drift, skipped, checked.aliases, checked.bound
     )
+
+
+def _keeper(recorded: RecordedEntity, snapshot: Snapshot, app_held: Mapping[str, str]) -> str | None:
+    """Why an entity the bundle dropped must stay although nobody edited it, or None.
+
+    A set holding a source someone added on the platform would take that source with it; an MCP an
+    archived app uses must keep serving the app's running instances.
+    """
+    if recorded.kind == "knowledge_set":
+        own = own_sources(snapshot.get(kinds.KNOWLEDGE_SETS.path, recorded.primary_id))
+        if own:
+            return f"holds sources added on the platform ({', '.join(s.id for s in own)})"
+    holder = app_held.get(recorded.primary_id or "")
+    if recorded.kind == "mcp" and holder is not None:
+        return f"{holder} still uses it"
+    return None
 
 
 def _alias(ids: dict[str, str], aliases: Mapping[str, str]) -> None:
@@ -779,6 +803,13 @@ async def apply(
     for part, owner in [*retired, *writer.retired]:
         if await writer.failed_to_delete(part, owner):
             record.leftovers.append(part)
+    await writer.delete_retired_sources()
+    for item in superseded:
+        # An app archived on the platform and installed again stays the installation's own.
+        if item.desired.kind == "app" and item.recorded is not None:
+            archived = next((p for p in item.recorded.parts if p.role == "primary"), None)
+            if archived is not None and first.snapshot.get(archived.path, archived.id) is not None:
+                record.archived.append(archived)
     record.entities = sorted(entities.values(), key=lambda e: e.seq)
     record.journal = []
     record.inflight_fingerprint = None

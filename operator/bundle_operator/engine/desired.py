@@ -237,9 +237,13 @@ def desired_knowledge_set(knowledge_set: KnowledgeSet, inputs: Inputs) -> Desire
             mapped = inputs.substitutions.get(ref)
             if mapped is not None:
                 fields[address_field] = mapped.partition(":")[2].strip()
+        names: list[str] = []
         for name, text in source.credentials.items():
-            secrets[source_site(key, name)] = placeholders.substitute(text, lambda k: inputs.setup.get(k, ""))
-        sources[key] = source_spec(source.type, fields, list(source.credentials))
+            value = placeholders.substitute(text, lambda k: inputs.setup.get(k, ""))
+            if value:  # an optional secret field left empty: the source goes without that credential
+                secrets[source_site(key, name)] = value
+                names.append(name)
+        sources[key] = source_spec(source.type, fields, names)
     spec = {
         "set": {
             "name": knowledge_set.name,

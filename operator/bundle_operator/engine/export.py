@@ -128,6 +128,7 @@ SIGNING_KEY = "call-context signing key, never read"
 BOT_TOKEN = "channel bot token, never read"
 SOURCE_CREDENTIAL = "knowledge source credential, never read"
 ORGANISATION = "ties the source to the exporting organisation; set it afresh after installing"
+SOURCE_URL_CREDENTIAL = "the source's base URL carries a credential; add the source afresh after installing"
 
 
 @dataclass
@@ -136,6 +137,11 @@ class _Setup:
     report: ExportReport = field(default_factory=ExportReport)
 
     def secret(self, key: str, label: str, path: str = "", reason: str = "") -> str:
+        taken = {f["key"] for f in self.fields}
+        unique, n = _bounded_key(key), 2
+        while unique in taken:  # two places whose derived keys meet: never one field for both
+            unique, n = _bounded_key(f"{key}_{n}"), n + 1
+        key = unique
         self.fields.append({"key": key, "label": label, "type": "secret"})
         if path:
             self.report.replaced.append(Replaced(path, key, reason))
@@ -428,22 +434,35 @@ def _knowledge_set(
         while skey in sources or (source.key is None and skey in taken):
             skey += "-x"  # a hash that collides with a key in the set: never two sources under one
         base = join_pointer("/knowledge_sets", index, "sources", skey)
+        if isinstance(source.base_url, str) and is_credentialed_url(source.base_url):
+            # The address itself carries the credential: nothing of it can travel.
+            setup.report.dropped.append(Dropped(base, SOURCE_URL_CREDENTIAL))
+            continue
         out: dict[str, Any] = {"type": source.type}
         organisation = ORGANISATION_FIELDS.get(source.type, ())
         for name in SOURCE_FIELDS[source.type].all:
             value = getattr(source, name)
+            if name == "urls" and isinstance(value, list):
+                for position, url in enumerate(value):
+                    if is_credentialed_url(url):
+                        setup.report.dropped.append(
+                            Dropped(join_pointer(base, "urls", position), CREDENTIALED_URL)
+                        )
+                value = [url for url in value if not is_credentialed_url(url)]
             if value is None or value == []:
                 continue
             if name in organisation:
                 setup.report.dropped.append(Dropped(join_pointer(base, name), ORGANISATION))
                 continue
             out[name] = value
+        if source.type == "website" and "urls" not in out:
+            continue  # every URL it had carried a credential, each reported
         if source.sync_schedule is not None:
             out["sync_schedule"] = source.sync_schedule
         if source.credentials:
             out["credentials"] = {
                 name: setup.secret(
-                    _bounded_key(f"{key}_{skey.replace('-', '_')}_{name}"),
+                    f"{key}_{skey.replace('-', '_')}_{name}",
                     f"Credential {name} of source {skey} of knowledge set {knowledge_set.name}",
                     join_pointer(base, "credentials", name),
                     SOURCE_CREDENTIAL,

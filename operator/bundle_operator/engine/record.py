@@ -91,6 +91,9 @@ class Record(_Model):
     # Creates a rolled-back run could not confirm either way (the platform did not answer): the
     # next run looks each up by idempotency key and deletes what did land.
     unresolved: list[JournalEntry] = Field(default_factory=list)
+    # Apps the installation archived instead of deleting (seed 004: running instances keep
+    # working): still its own, so they never count as someone else's, and the MCPs they use stay.
+    archived: list[Part] = Field(default_factory=list)
 
     def find(self, entity: str) -> RecordedEntity | None:
         """The recorded entity ``kind:key``, if any."""

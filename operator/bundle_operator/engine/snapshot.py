@@ -61,9 +61,8 @@ async def read_snapshot(platform: PlatformAPI, workspace: str, record: Record) -
     """List every collection the record has entities in (one call per kind, pages aside)."""
     snapshot = Snapshot()
     # Secrets are never read back (their values are write-only), so they need no list call.
-    paths = sorted(
-        {part.path for recorded in record.entities for part in recorded.parts} - {kinds.SECRETS.path}
-    )
+    owned = {part.path for recorded in record.entities for part in recorded.parts}
+    paths = sorted((owned | {part.path for part in record.archived}) - {kinds.SECRETS.path})
     for path in paths:
         kind = kinds.BY_PATH.get(path)
         if kind is None:
@@ -180,13 +179,14 @@ def project(recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | No
             "sources": {s.key: project_source(s) for s in primary.sources if s.key is not None},
         }
     if isinstance(primary, App):
-        if primary.archived or primary.document is None:
-            return None  # archived: installed again, like an archived agent
+        if primary.archived:
+            return None  # installed again, like an archived agent
+        # Every version archived shows as a document of None: drift, and an update adds a version.
         return {
             "name": primary.name,
             "description": primary.description,
             "mcp_instance_ids": list(primary.mcp_instance_ids),
-            "document": dict(primary.document),
+            "document": None if primary.document is None else dict(primary.document),
         }
     if isinstance(primary, Channel):
         return {

@@ -15,6 +15,7 @@ from typing import Any
 
 from bundle_operator.engine.apply import delete_leftovers, roll_back_journal
 from bundle_operator.engine.diff import changed_paths
+from bundle_operator.engine.knowledge import archived_app_holders
 from bundle_operator.engine.record import Record, RecordedEntity, deletion_order
 from bundle_operator.engine.snapshot import Snapshot, own_sources, project, read_snapshot
 from bundle_operator.engine.writer import Persist, Writer
@@ -93,21 +94,21 @@ class _Plan:
 def _plan(record: Record, snapshot: Snapshot) -> _Plan:
     plan = _Plan()
     in_use: dict[str, str] = {}  # platform id -> the kept entity that refers to it
+    # Apps are archived, not deleted, so their running instances keep working: the MCPs their
+    # tools come from stay with them (those archived before included).
+    apps = [r.primary_id for r in record.entities if r.kind == "app" and r.primary_id is not None]
+    app_held = archived_app_holders(record, snapshot, apps)
     # Dependents first: whatever refers to an entity is decided (kept or deleted) before it.
     for recorded in deletion_order(record.entities):
         live = project(recorded, snapshot)
+        primary = recorded.primary_id or ""
         if live is not None:
             edited = changed_paths(recorded.spec, live)
-            holder = in_use.get(recorded.primary_id or "")
+            holder = in_use.get(primary) or (app_held.get(primary) if recorded.kind == "mcp" else None)
             if edited or holder is not None:
                 plan.kept[recorded.entity] = edited or [f"(in use by {holder})"]
                 in_use.update({ref: recorded.entity for ref in _referenced_ids(live)})
                 continue
-        if recorded.kind == "app" and live is not None:
-            # An app is archived, not deleted, so its running instances keep working: the MCPs
-            # its tools come from stay with it.
-            holder = f"{recorded.entity}, archived so that its running instances keep working"
-            in_use.update({ref: holder for ref in _referenced_ids(live)})
         # Gone already (or an archived agent) still leaves its other parts to delete.
         plan.delete.append((recorded, live is not None))
     return plan
@@ -162,6 +163,7 @@ async def _foreign_holders(
 ) -> dict[str, list[str]]:
     """Per entity the plan deletes, the entities outside the installation that still refer to it."""
     own = {part.id for recorded in record.entities for part in recorded.parts}
+    own |= {part.id for part in record.archived}
     own |= {entry.id for entry in record.journal if entry.id is not None}
     doomed: dict[str, str] = {}  # platform id -> the entity (kind:key) whose part it is
     paths: set[str] = set()

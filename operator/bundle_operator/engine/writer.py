@@ -119,6 +119,10 @@ class Writer:
     # never sent needs no lookup when the run is rolled back.
     ahead: set[str] = field(default_factory=set)
     sent: set[str] = field(default_factory=set)
+    # Sources an update dropped (set id, key, entity): deleted once the whole run has worked.
+    retired_sources: list[tuple[str, str, str]] = field(default_factory=list)
+    # The version each app got from this run (app id -> version), so a rollback archives it.
+    app_versions: dict[str, int] = field(default_factory=dict)
 
     def saw(self, kind: Kind[Any, Any, Any], entity: Entity) -> Entity:
         """Keep the platform's answer to a write of ``entity``; returns it."""
@@ -265,50 +269,73 @@ class Writer:
         changed_secrets: set[str],
         *,
         new: bool = False,
+        entity: str = "",
     ) -> None:
         """Bring a knowledge set's keyed sources from ``current`` to ``target``, source by source.
 
         Sources without a key (a user's own) are in neither and never touched. A source's
-        credentials are sent when it is new, or when one of its values changed (a PUT replaces them
-        all); otherwise the stored ones stay. ``secrets`` None (a restore) never sends values.
+        credentials are sent when they differ by name from the live ones or a value changed (a PUT
+        replaces them all); otherwise the stored ones stay. ``secrets`` None (a restore) never sends
+        values. A source the target drops is deleted only once the whole run has worked (a run
+        rolled back puts back what it changed, and a deleted source's credentials could not be).
         """
         ws, p = self.workspace, self.platform
         wrote = False
         for key, source in target.items():
             names = source["credentials"]
-            sites = [source_site(key, name) for name in names]
-            resend = (
-                secrets is not None
-                and bool(names)
-                and (
-                    key not in current
-                    or current[key].get("credentials") != names
-                    or any(site in changed_secrets for site in sites)
-                )
+            before = current.get(key)
+            send = secrets is not None and (
+                (before is None and bool(names))
+                or (before is not None and before["credentials"] != names)
+                or any(source_site(key, name) in changed_secrets for name in names)
             )
-            if current.get(key) == source and not resend:
+            if before == source and not send:
                 continue
             fields = {k: v for k, v in source.items() if k != "credentials" and v is not None}
-            credentials = (
-                {name: SecretStr(secrets[source_site(key, name)]) for name in names}
-                if resend and secrets is not None
-                else None
-            )
+            credentials = None
+            if send and secrets is not None:
+                credentials = {name: SecretStr(secrets[source_site(key, name)]) for name in names}
             self.calls += 1
             await p.put_source(ws, set_id, key, KnowledgeSourcePut(**fields, credentials=credentials))
             wrote = True
         for key in current:
-            if key not in target:
+            if key in target:
+                continue
+            if secrets is None:
+                # A restore: the source is one this run added; nothing else was deleted yet.
                 self.calls += 1
                 with contextlib.suppress(NotFound):
                     await p.delete_source(ws, set_id, key)
                 wrote = True
+            else:
+                self.retired_sources.append((set_id, key, entity))
         if wrote or new:
-            # The set's answer to its last write no longer shows its sources: read it once.
+            await self._saw_set(set_id)
+
+    async def _saw_set(self, set_id: str) -> None:
+        # The set's answer to its last write no longer shows its sources: read it once.
+        self.calls += 1
+        knowledge_set = await self.platform.get(self.workspace, kinds.KNOWLEDGE_SETS, set_id)
+        self.saw(kinds.KNOWLEDGE_SETS, knowledge_set)
+        self.revisions[set_id] = knowledge_set.revision
+
+    async def delete_retired_sources(self) -> None:
+        """Delete the sources the run's updates dropped, now that the run has worked; one that will
+        not go is logged (it then shows as drift of its set)."""
+        touched: set[str] = set()
+        for set_id, key, entity in self.retired_sources:
             self.calls += 1
-            knowledge_set = await p.get(ws, kinds.KNOWLEDGE_SETS, set_id)
-            self.saw(kinds.KNOWLEDGE_SETS, knowledge_set)
-            self.revisions[set_id] = knowledge_set.revision
+            try:
+                await self.platform.delete_source(self.workspace, set_id, key)
+            except NotFound:
+                continue
+            except PlatformError as exc:
+                log.warning("could not delete source %s of %s: %s", key, entity, exc.code)
+                continue
+            touched.add(set_id)
+        self.retired_sources = []
+        for set_id in sorted(touched):
+            await self._saw_set(set_id)
 
     async def _create_channel(self, desired: Desired) -> list[Part]:
         body = ChannelCreate(**desired.spec, bot_token=SecretStr(desired.secrets["bot_token"]))
@@ -464,20 +491,21 @@ class Writer:
         if kind == "knowledge_set":
             if target["set"] != current["set"]:
                 await self.update(kinds.KNOWLEDGE_SETS, primary, KnowledgeSetUpdate(**target["set"]))
-            await self.write_sources(primary, target["sources"], current["sources"], secrets, changed_secrets)
+            await self.write_sources(
+                primary,
+                target["sources"],
+                current["sources"],
+                secrets,
+                changed_secrets,
+                entity=recorded.entity,
+            )
             return list(recorded.parts)
         if kind == "app":
             changes = {k: v for k, v in target.items() if k != "document" and current.get(k) != v}
             if changes:
                 await self.update(kinds.APPS, primary, AppUpdate(**changes))
             if target["document"] != current["document"]:
-                # A document is never changed in place: it becomes the app's next version.
-                self.calls += 1
-                app = await self.platform.add_app_version(
-                    self.workspace, primary, AppVersionCreate(document=target["document"])
-                )
-                self.saw(kinds.APPS, app)
-                self.revisions[primary] = app.revision
+                await self._write_document(primary, target["document"], restore=secrets is None)
             return list(recorded.parts)
         if kind == "gateway":
             if target["bundle"] != current["bundle"]:
@@ -563,19 +591,38 @@ class Writer:
                     break
         return failures
 
+    async def _write_document(self, app_id: str, document: dict[str, Any] | None, *, restore: bool) -> None:
+        """A document is never changed in place: it becomes the app's next version. A restore
+        archives the version the run added instead, which brings back the one before it."""
+        self.calls += 1
+        added = self.app_versions.pop(app_id, None) if restore else None
+        if added is not None:
+            await self.platform.set_app_version_archived(self.workspace, app_id, added, True)
+            app = await self.platform.get(self.workspace, kinds.APPS, app_id)
+        elif document is None:
+            return  # nothing to bring back: every version was archived before the run
+        else:
+            app = await self.platform.add_app_version(
+                self.workspace, app_id, AppVersionCreate(document=document)
+            )
+            if not restore and app.latest_version is not None:
+                self.app_versions[app_id] = app.latest_version
+        self.saw(kinds.APPS, app)
+        self.revisions[app_id] = app.revision
+
     async def _archive_app(self, recorded: RecordedEntity) -> list[str]:
-        primary = recorded.primary_id
-        if primary is None:
+        part = next((p for p in recorded.parts if p.role == "primary"), None)
+        if part is None:
             return []
         try:
-            await self.update(kinds.APPS, primary, AppUpdate(archived=True))
+            await self.update(kinds.APPS, part.id, AppUpdate(archived=True))
         except NotFound:
             return []  # deleted on the platform already
         except PlatformError as exc:
-            log.warning(
-                "could not archive %s %s of %s: %s", kinds.APPS.path, primary, recorded.entity, exc.code
-            )
-            return [f"{kinds.APPS.path}/{primary}"]
+            log.warning("could not archive %s %s of %s: %s", part.path, part.id, recorded.entity, exc.code)
+            return [f"{part.path}/{part.id}"]
+        if all(p.id != part.id for p in self.record.archived):
+            self.record.archived.append(part)
         return []
 
     async def failed_to_delete(self, part: Part, entity: str) -> bool:

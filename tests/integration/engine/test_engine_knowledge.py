@@ -16,6 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from bundle_operator.engine.apply import InstallFailed, Options, plan
+from bundle_operator.engine.correct import correct_drift
 from bundle_operator.engine.drift import drift
 from bundle_operator.engine.export import export_with_report
 from bundle_operator.engine.merge import OnConflict
@@ -27,6 +28,7 @@ from bundle_operator.platform.models import (
     AgentCreate,
     AgentUpdate,
     App,
+    AppUpdate,
     AppVersionCreate,
     KnowledgeSet,
     KnowledgeSetCreate,
@@ -272,7 +274,9 @@ async def test_an_apps_new_document_is_its_next_version_and_uninstall_archives_i
     assert archived.archived is True
     # ... and so is the MCP its tools come from, kept and reported.
     assert done.kept == {
-        "mcp:permits": ["(in use by app:request_status, archived so that its running instances keep working)"]
+        "mcp:permits": [
+            f"(in use by apps/{app.id} 'Request status' (archived; its running instances use it))"
+        ]
     }
     state = await workspace_state(client, ws)
     assert state[kinds.APPS.path] == [app.id]
@@ -410,3 +414,272 @@ async def test_an_export_with_long_names_still_analyzes_clean(client: PlatformCl
     assert source["credentials"] == {credential: f"${{setup.{setup_field['key']}}}"}
     parsed = parse(exported.document)
     assert [i for i in parsed.issues if i.blocking] == []
+
+
+# --- what a review of the first version found ------------------------------------------------
+
+
+async def test_an_update_that_drops_a_set_keeps_it_while_it_holds_a_users_own_source(
+    client: PlatformClient, ws: str
+) -> None:
+    _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
+    knowledge_set = await live_set(client, ws, record)
+    own = await client.add_source(ws, knowledge_set.id, KnowledgeSourcePut(type="ris", host="ris.example"))
+    doc = office()
+    del doc["knowledge_sets"]
+    doc["agents"][0].pop("knowledge_sets")
+    doc["requires"] = []
+    doc["setup"] = []
+    result, record = await install(client, ws, parse(doc), {}, record, Options())
+    assert result.kept == ["knowledge_set:building_law"] and result.deleted == []
+    kept = [i for i in result.preview.issues if i.code == "entity_kept"]
+    assert kept and own.id in kept[0].message
+    assert [s.id for s in (await client.get(ws, kinds.KNOWLEDGE_SETS, knowledge_set.id)).sources][
+        -1
+    ] == own.id
+
+
+async def test_an_app_dropped_by_an_update_is_archived_and_uninstall_then_completes(
+    client: PlatformClient, ws: str
+) -> None:
+    _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
+    app = await live_app(client, ws, record)
+    doc = office()
+    del doc["apps"]
+    result, record = await install(client, ws, parse(doc), SETUP, record, MAPPED)
+    assert result.deleted == ["app:request_status"]
+    assert (await client.get(ws, kinds.APPS, app.id)).archived is True
+    assert [p.id for p in record.archived] == [app.id]
+    # The archived app is the installation's own: it holds the MCP, it does not refuse the uninstall.
+    done = await uninstall(client, ws, record, Store(record).persist)
+    assert done.complete and list(done.kept) == ["mcp:permits"]
+    assert "knowledge_set:building_law" in done.deleted
+
+
+async def test_an_app_archived_on_the_platform_is_installed_again_and_both_stay_owned(
+    client: PlatformClient, ws: str
+) -> None:
+    _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
+    old = await live_app(client, ws, record)
+    await client.update(ws, kinds.APPS, old.id, AppUpdate(archived=True), revision=old.revision)
+    assert (await drift(client, ws, record)).missing == ["app:request_status"]
+    result, record = await install(client, ws, parse(office()), SETUP, record, MAPPED)
+    assert result.created == ["app:request_status"]
+    assert [p.id for p in record.archived] == [old.id]
+    done = await uninstall(client, ws, record, Store(record).persist)
+    assert done.complete and done.failed == {}
+    assert {a.id: a.archived for a in await client.list_all(ws, kinds.APPS)} == {
+        old.id: True,
+        (await client.list_all(ws, kinds.APPS))[1].id: True,
+    }
+
+
+async def test_an_app_whose_every_version_was_archived_gets_a_new_version_not_a_second_app(
+    client: PlatformClient, ws: str
+) -> None:
+    _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
+    app = await live_app(client, ws, record)
+    await client.set_app_version_archived(ws, app.id, 1, True)
+    assert (await drift(client, ws, record)).changed == {"app:request_status": ["/document"]}
+    # A local edit like any other: an install keeps it (no second app), drift correction undoes it.
+    result, record = await install(client, ws, parse(office()), SETUP, record, MAPPED)
+    assert result.created == [] and [a.id for a in await client.list_all(ws, kinds.APPS)] == [app.id]
+    planned = await plan(client, ws, parse(office()), SETUP, record, MAPPED)
+    corrected = await correct_drift(client, ws, record, Store(record).persist, planned)
+    assert corrected.corrected == {"app:request_status": ["/document"]}
+    assert (await live_app(client, ws, record)).latest_version == 2
+    assert not (await drift(client, ws, record)).drifted
+
+
+async def test_a_failed_update_archives_the_app_version_it_added(
+    client: PlatformClient, ws: str, faults: None
+) -> None:
+    doc = office()
+    doc["policies"] = [
+        {"key": "check", "type": "answer_check", "agent": "permit_assistant", "config": {"n": 1}}
+    ]
+    _, record = await install(client, ws, parse(doc), SETUP, options=MAPPED)
+    app = await live_app(client, ws, record)
+    doc["apps"][0]["document"]["state"] = {"v": 2}
+    doc["policies"][0]["config"]["n"] = 2
+    for _ in range(2):  # the policy (a later level) fails: the app's update is undone
+        await arm_fault(
+            client, method="PATCH", path=f"/v1/workspaces/{ws}/policies/*", after=0, times=1, status=422
+        )
+        with pytest.raises(InstallFailed):
+            await install(client, ws, parse(doc), SETUP, record, MAPPED)
+        await clear_faults(client)
+    versions = await client.list_app_versions(ws, app.id)
+    assert [(v.version, v.archived) for v in versions] == [(1, False), (2, True), (3, True)]
+    assert (await live_app(client, ws, record)).document == office()["apps"][0]["document"]
+    assert not (await drift(client, ws, record)).drifted
+
+
+async def test_a_source_whose_removal_is_rolled_back_keeps_its_credentials(
+    client: PlatformClient, ws: str, faults: None
+) -> None:
+    _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
+    doc = office()
+    del doc["knowledge_sets"][0]["sources"]["s3-1"]
+    doc["requires"], doc["setup"] = [], []
+    doc["apps"][0]["document"]["state"] = {"x": 1}  # the app, a later level, fails
+    await arm_fault(
+        client, method="POST", path=f"/v1/workspaces/{ws}/apps/*/versions", after=0, times=1, status=422
+    )
+    with pytest.raises(InstallFailed):
+        await install(client, ws, parse(doc), {}, record, Options())
+    live = {s.key: s for s in (await live_set(client, ws, record)).sources}
+    assert sorted(live["s3-1"].credentials) == ["access_key_id", "secret_access_key"]
+    assert not (await drift(client, ws, record)).drifted
+    await clear_faults(client)
+    result, record = await install(client, ws, parse(doc), {}, record, Options())
+    assert result.updated == ["knowledge_set:building_law", "app:request_status"]
+    assert [s.key for s in (await live_set(client, ws, record)).sources] == ["statutes-1"]
+    state = await workspace_state(client, ws)
+    assert state[kinds.SECRETS.path] == []  # the dropped source's stored credentials went with it
+
+
+async def test_a_bundle_that_drops_a_sources_credentials_removes_them(
+    client: PlatformClient, ws: str
+) -> None:
+    _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
+    doc = office()
+    del doc["knowledge_sets"][0]["sources"]["s3-1"]["credentials"]
+    doc["setup"] = []
+    result, record = await install(client, ws, parse(doc), {}, record, MAPPED)
+    assert result.updated == ["knowledge_set:building_law"]
+    assert {s.key: s for s in (await live_set(client, ws, record)).sources}["s3-1"].credentials == {}
+    assert not (await drift(client, ws, record)).drifted
+
+
+async def test_a_credential_lost_on_the_platform_is_sent_again(client: PlatformClient, ws: str) -> None:
+    _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
+    knowledge_set = await live_set(client, ws, record)
+    await client.put_source(
+        ws,
+        knowledge_set.id,
+        "s3-1",
+        KnowledgeSourcePut(
+            type="s3",
+            bucket="dormagen-bylaws",
+            prefix="bylaws/",
+            region="eu-central-1",
+            sync_schedule="30 3 * * *",
+            credentials={"access_key_id": SecretStr("someone-else-typed-this")},
+        ),
+    )
+    assert (await drift(client, ws, record)).changed == {
+        "knowledge_set:building_law": ["/sources/s3-1/credentials"]
+    }
+    result, record = await install(client, ws, parse(office()), SETUP, record, MAPPED)
+    assert result.updated == ["knowledge_set:building_law"]
+    assert not (await drift(client, ws, record)).drifted
+
+
+async def test_a_users_own_credential_on_a_bundle_source_is_a_conflict_when_a_value_must_be_sent(
+    client: PlatformClient, ws: str
+) -> None:
+    _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
+    knowledge_set = await live_set(client, ws, record)
+    await client.put_source(
+        ws,
+        knowledge_set.id,
+        "s3-1",
+        KnowledgeSourcePut(
+            type="s3",
+            bucket="dormagen-bylaws",
+            prefix="bylaws/",
+            region="eu-central-1",
+            sync_schedule="30 3 * * *",
+            credentials={
+                "access_key_id": SecretStr(SETUP["bylaws_access_key"]),
+                "secret_access_key": SecretStr(SETUP["bylaws_secret_key"]),
+                "session_token": SecretStr("users-own-session-token"),
+            },
+        ),
+    )
+    # Nothing to send: the user's credential stays, the bundle's other changes go through.
+    doc = office()
+    doc["knowledge_sets"][0]["sources"]["s3-1"]["prefix"] = "satzungen/"
+    await install(client, ws, parse(doc), SETUP, record, MAPPED)
+    live = {s.key: s for s in (await live_set(client, ws, record)).sources}["s3-1"]
+    assert sorted(live.credentials) == ["access_key_id", "secret_access_key", "session_token"]
+    # A rotated value must be sent, and sending replaces every credential: a conflict.
+    rotated = {**SETUP, "bylaws_secret_key": "rotated-secret-0123456789abcdef"}
+    planned = await plan(client, ws, parse(doc), rotated, record, MAPPED)
+    conflicts = [i for i in planned.preview.issues if i.code == "update_conflict" and i.blocking]
+    assert conflicts and "/sources/s3-1/credentials" in conflicts[0].message
+    keep = Options(substitutions=MAPPED.substitutions, on_conflict=OnConflict.KEEP_MINE)
+    planned = await plan(client, ws, parse(doc), rotated, record, keep)
+    assert any(i.blocking and "session_token" in i.message for i in planned.preview.issues)
+    take = Options(substitutions=MAPPED.substitutions, on_conflict=OnConflict.TAKE_THEIRS)
+    await install(client, ws, parse(doc), rotated, record, take)
+    live = {s.key: s for s in (await live_set(client, ws, record)).sources}["s3-1"]
+    assert sorted(live.credentials) == ["access_key_id", "secret_access_key"]
+
+
+async def test_a_source_retyped_on_the_platform_meets_a_bundle_change_as_one_conflict(
+    client: PlatformClient, ws: str
+) -> None:
+    _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
+    knowledge_set = await live_set(client, ws, record)
+    await client.put_source(
+        ws, knowledge_set.id, "s3-1", KnowledgeSourcePut(type="sftp", host="files.example")
+    )
+    doc = office()
+    doc["knowledge_sets"][0]["sources"]["s3-1"]["prefix"] = "satzungen/"
+    planned = await plan(client, ws, parse(doc), SETUP, record, MAPPED)
+    conflicts = [i for i in planned.preview.issues if i.code == "update_conflict"]
+    assert len(conflicts) == 1 and "/sources/s3-1 " in conflicts[0].message
+    take = Options(substitutions=MAPPED.substitutions, on_conflict=OnConflict.TAKE_THEIRS)
+    await install(client, ws, parse(doc), SETUP, record, take)
+    live = {s.key: s for s in (await live_set(client, ws, record)).sources}["s3-1"]
+    assert (live.type, live.bucket, live.prefix, live.host) == ("s3", "dormagen-bylaws", "satzungen/", None)
+
+
+async def test_an_optional_secret_left_empty_installs_the_source_without_that_credential(
+    client: PlatformClient, ws: str
+) -> None:
+    doc = office()
+    doc["setup"][1]["required"] = False
+    _, record = await install(client, ws, parse(doc), {"bylaws_access_key": "AKIA-1"}, options=MAPPED)
+    live = {s.key: s for s in (await live_set(client, ws, record)).sources}["s3-1"]
+    assert sorted(live.credentials) == ["access_key_id"]
+
+
+async def test_export_leaves_out_urls_that_carry_credentials_and_keeps_setup_keys_unique(
+    client: PlatformClient, ws: str
+) -> None:
+    knowledge_set = await client.create(
+        ws, kinds.KNOWLEDGE_SETS, KnowledgeSetCreate(name="Law"), idempotency_key=f"law-{ws}"
+    )
+    put = client.put_source
+    await put(
+        ws,
+        knowledge_set.id,
+        "s3",
+        KnowledgeSourcePut(type="s3", bucket="a", credentials={"secret_key": SecretStr("v1-a")}),
+    )
+    await put(
+        ws,
+        knowledge_set.id,
+        "s3-secret",
+        KnowledgeSourcePut(type="s3", bucket="b", credentials={"key": SecretStr("v2-b")}),
+    )
+    await put(
+        ws,
+        knowledge_set.id,
+        "dav-1",
+        KnowledgeSourcePut(type="webdav", base_url="https://svc:Hunter2-pw@dav.example/x"),
+    )
+    urls = ["https://example.org/a", "https://example.org/feed?access_token=tok-SECRET-123"]
+    await put(ws, knowledge_set.id, "web-1", KnowledgeSourcePut(type="website", urls=urls))
+    exported = await export_with_report(client, ws, "law")
+    assert "Hunter2" not in exported.text and "tok-SECRET" not in exported.text
+    sources = exported.document["knowledge_sets"][0]["sources"]
+    assert "dav-1" not in sources and sources["web-1"]["urls"] == ["https://example.org/a"]
+    dropped = {d.path for d in exported.report.dropped}
+    assert {"/knowledge_sets/0/sources/dav-1", "/knowledge_sets/0/sources/web-1/urls/1"} <= dropped
+    keys = [f["key"] for f in exported.document["setup"]]
+    assert len(set(keys)) == len(keys) == 2
+    assert [i for i in parse(exported.document).issues if i.blocking] == []

@@ -612,3 +612,34 @@ def test_credential_values_travel_as_secrets_and_the_spec_holds_only_their_names
     assert desired.spec["sources"]["s3-1"]["credentials"] == ["access_key_id"]
     assert ACCESS_KEY not in json.dumps(desired.spec)
     assert "${setup" not in json.dumps(desired.spec)
+
+
+@pytest.mark.parametrize(
+    ("added", "where"),
+    [
+        (
+            {
+                "type": "website",
+                "urls": ["https://ok.example/a", "https://x.example/feed?access_token=tok-1234567890"],
+            },
+            "urls/1",
+        ),
+        ({"type": "webdav", "base_url": "https://svc:Hunter2-pw@dav.example/remote.php"}, "base_url"),
+    ],
+)
+def test_a_source_url_carrying_a_credential_is_refused_without_repeating_it(
+    kdoc: dict[str, Any], added: dict[str, Any], where: str
+) -> None:
+    source_map = kdoc["knowledge_sets"][0]["sources"]
+    source_map["extra-1"] = added
+    preview = check(kdoc)
+    issue = only_issue(preview, "credential_literal")
+    assert issue.path == f"{SOURCES}/extra-1/{where}" and issue.blocking
+    shown_json = json.dumps(preview.to_json())
+    assert "Hunter2" not in shown_json and "tok-1234567890" not in shown_json
+
+
+def test_a_source_url_must_be_http(kdoc: dict[str, Any]) -> None:
+    kdoc["knowledge_sets"][0]["sources"]["dav-1"] = {"type": "nextcloud", "base_url": "ftp://files.example"}
+    issue = only_issue(check(kdoc), "invalid_url")
+    assert issue.path == f"{SOURCES}/dav-1/base_url"
