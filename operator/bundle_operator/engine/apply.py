@@ -48,6 +48,7 @@ from bundle_operator.engine.snapshot import Snapshot, binding_changes, own_sourc
 from bundle_operator.engine.writer import Persist, Writer
 from bundle_operator.platform import kinds
 from bundle_operator.platform.errors import NotFound, PlatformError
+from bundle_operator.platform.models import KnowledgeSet
 from bundle_operator.platform.protocol import PlatformAPI
 
 log = logging.getLogger(__name__)
@@ -933,6 +934,13 @@ def writer_for(
     )
     writer.revisions = {
         i: e.revision for items in planned.snapshot.entities.values() for i, e in items.items()
+    }
+    writer.source_revisions = {
+        (entity.id, source.key): source.revision
+        for entity in planned.snapshot.entities.get(kinds.KNOWLEDGE_SETS.path, {}).values()
+        if isinstance(entity, KnowledgeSet)
+        for source in entity.sources
+        if source.key is not None
     }
     return writer
 

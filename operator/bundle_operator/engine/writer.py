@@ -123,6 +123,9 @@ class Writer:
     retired_sources: list[tuple[str, str, str]] = field(default_factory=list)
     # The version each app got from this run (app id -> version), so a rollback archives it.
     app_versions: dict[str, int] = field(default_factory=dict)
+    # Revisions of keyed sources as the plan read them, and as our own writes left them
+    # ((set id, key) -> revision): a source edited since the plan fails its write (412).
+    source_revisions: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def saw(self, kind: Kind[Any, Any, Any], entity: Entity) -> Entity:
         """Keep the platform's answer to a write of ``entity``; returns it."""
@@ -296,7 +299,10 @@ class Writer:
             if send and secrets is not None:
                 credentials = {name: SecretStr(secrets[source_site(key, name)]) for name in names}
             self.calls += 1
-            await p.put_source(ws, set_id, key, KnowledgeSourcePut(**fields, credentials=credentials))
+            body = KnowledgeSourcePut(**fields, credentials=credentials)
+            revision = self.source_revisions.get((set_id, key)) if before is not None else None
+            written = await p.put_source(ws, set_id, key, body, revision=revision)
+            self.source_revisions[(set_id, key)] = written.revision
             wrote = True
         for key in current:
             if key in target:
@@ -305,7 +311,7 @@ class Writer:
                 # A restore: the source is one this run added; nothing else was deleted yet.
                 self.calls += 1
                 with contextlib.suppress(NotFound):
-                    await p.delete_source(ws, set_id, key)
+                    await p.delete_source(ws, set_id, key, revision=self.source_revisions.get((set_id, key)))
                 wrote = True
             else:
                 self.retired_sources.append((set_id, key, entity))
@@ -325,8 +331,9 @@ class Writer:
         touched: set[str] = set()
         for set_id, key, entity in self.retired_sources:
             self.calls += 1
+            revision = self.source_revisions.get((set_id, key))
             try:
-                await self.platform.delete_source(self.workspace, set_id, key)
+                await self.platform.delete_source(self.workspace, set_id, key, revision=revision)
             except NotFound:
                 continue
             except PlatformError as exc:

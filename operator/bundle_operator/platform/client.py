@@ -538,20 +538,33 @@ class PlatformClient:
         return await self._all(self._sources(workspace, set_id), KnowledgeSource)
 
     async def put_source(
-        self, workspace: str, set_id: str, key: str, body: KnowledgeSourcePut
+        self, workspace: str, set_id: str, key: str, body: KnowledgeSourcePut, *, revision: int | None = None
     ) -> KnowledgeSource:
-        """Create or replace the source with ``key``; null credentials keep the stored ones."""
+        """Create or replace the source with ``key``; null credentials keep the stored ones.
+
+        With ``revision``, only at that revision of the source (PreconditionFailed otherwise), and
+        then not repeated after a lost answer: the repeat would find the revision moved on.
+        """
         path = f"{self._sources(workspace, set_id)}/{_seg(key)}"
-        return await self._call("PUT", path, KnowledgeSource, body=encode_body(body), safe=True)
+        headers = {"If-Match": f'"{revision}"'} if revision is not None else None
+        return await self._call(
+            "PUT", path, KnowledgeSource, body=encode_body(body), headers=headers, safe=revision is None
+        )
 
     async def add_source(self, workspace: str, set_id: str, body: KnowledgeSourcePut) -> KnowledgeSource:
         """Add a source of the user's own (it has no key); not repeated after a lost answer."""
         path = self._sources(workspace, set_id)
         return await self._call("POST", path, KnowledgeSource, body=encode_body(body), safe=False)
 
-    async def delete_source(self, workspace: str, set_id: str, ref: str) -> None:
-        """Delete a source by its key or its ``src_`` id, with the credentials it stored."""
-        await self.request("DELETE", f"{self._sources(workspace, set_id)}/{_seg(ref)}", safe=True)
+    async def delete_source(
+        self, workspace: str, set_id: str, ref: str, *, revision: int | None = None
+    ) -> None:
+        """Delete a source by its key or its ``src_`` id, with the credentials it stored (only at
+        ``revision`` of the source when given)."""
+        headers = {"If-Match": f'"{revision}"'} if revision is not None else None
+        await self.request(
+            "DELETE", f"{self._sources(workspace, set_id)}/{_seg(ref)}", headers=headers, safe=True
+        )
 
     # --- app versions -----------------------------------------------------------------------
 

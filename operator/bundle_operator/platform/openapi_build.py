@@ -118,8 +118,9 @@ most 63 characters), a `POST .../sources` adds a source of the user's own (`key:
 `DELETE` takes a key or a `src_` id. Credentials are write-only: each is kept as a secret of the
 workspace and shown as its id; `credentials: null` on a `PUT` keeps those stored, an object
 replaces them all, and a secret no source uses any more is deleted. `sync_schedule` is a
-five-field cron expression in UTC. Every source write moves the set to a new revision; a set
-holds at most 200 sources.
+five-field cron expression in UTC. A source has its own `revision`: a `PUT` or `DELETE` with
+`If-Match` changes it only at that revision (`412` when it moved on or is gone). Every source write
+moves the set to a new revision; a set holds at most 200 sources.
 
 Apps are JSON documents (at most 256 KiB) the platform serves as small UIs, kept in versions
 numbered from 1. An app shows its latest unarchived version as `latest_version` and `document`
@@ -196,6 +197,9 @@ IF_MATCH_REQUIRED = Param(
     description='the revision the change is based on, e.g. "3"',
 )
 IF_MATCH = Param("If-Match", "header", {"type": "string"}, description="delete only at this revision")
+IF_MATCH_SOURCE = Param(
+    "If-Match", "header", {"type": "string"}, description="change only at this revision of the source"
+)
 
 _FILTER_SCHEMAS: dict[str, dict[str, Any]] = {"archived": {"type": "boolean"}}
 
@@ -542,19 +546,23 @@ def operations() -> list[Op]:
             "put",
             f"{KS}/sources/{{source}}",
             "put_knowledge_source",
-            "Create or replace the source with this key",
+            "Create or replace the source with this key (only at the If-Match revision when given)",
             "knowledge-sets",
             request=m.KnowledgeSourcePut,
             response=m.KnowledgeSource,
             also_ok=(201,),
+            params=(IF_MATCH_SOURCE,),
+            errors=(400, 401, 404, 412, 422),
         ),
         Op(
             "delete",
             f"{KS}/sources/{{source}}",
             "delete_knowledge_source",
-            "Delete a source by its key or its src_ id",
+            "Delete a source by its key or its src_ id (only at the If-Match revision when given)",
             "knowledge-sets",
             ok=204,
+            params=(IF_MATCH_SOURCE,),
+            errors=(400, 401, 404, 412, 422),
         ),
         Op(
             "get",

@@ -196,17 +196,21 @@ class PlatformAPI(Protocol):
         ...
 
     async def put_source(
-        self, workspace: str, set_id: str, key: str, body: KnowledgeSourcePut
+        self, workspace: str, set_id: str, key: str, body: KnowledgeSourcePut, *, revision: int | None = None
     ) -> KnowledgeSource:
-        """Create or replace the source with ``key``; null credentials keep the stored ones."""
+        """Create or replace the source with ``key``; null credentials keep the stored ones; with
+        ``revision``, PreconditionFailed unless the source is at that revision."""
         ...
 
     async def add_source(self, workspace: str, set_id: str, body: KnowledgeSourcePut) -> KnowledgeSource:
         """Add a source of the user's own (it has no key); not repeated after a lost answer."""
         ...
 
-    async def delete_source(self, workspace: str, set_id: str, ref: str) -> None:
-        """Delete a source by its key or its ``src_`` id, with the credentials it stored."""
+    async def delete_source(
+        self, workspace: str, set_id: str, ref: str, *, revision: int | None = None
+    ) -> None:
+        """Delete a source by its key or its ``src_`` id, with the credentials it stored; with
+        ``revision``, PreconditionFailed unless the source is at that revision."""
         ...
 
     async def list_app_versions(self, workspace: str, app_id: str) -> list[AppVersion]:

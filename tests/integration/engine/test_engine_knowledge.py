@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from bundle_operator.engine.apply import InstallFailed, Options, plan
+from bundle_operator.engine.apply import InstallFailed, Options, apply, plan
 from bundle_operator.engine.correct import correct_drift
 from bundle_operator.engine.drift import drift
 from bundle_operator.engine.export import export_with_report
@@ -683,3 +683,22 @@ async def test_export_leaves_out_urls_that_carry_credentials_and_keeps_setup_key
     keys = [f["key"] for f in exported.document["setup"]]
     assert len(set(keys)) == len(keys) == 2
     assert [i for i in parse(exported.document).issues if i.blocking] == []
+
+
+async def test_a_source_edited_between_the_plan_and_the_write_fails_the_run_instead_of_being_overwritten(
+    client: PlatformClient, ws: str
+) -> None:
+    _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
+    knowledge_set = await live_set(client, ws, record)
+    doc = office()
+    doc["knowledge_sets"][0]["sources"]["statutes-1"]["laws"].append("bauvorlv")
+    planned = await plan(client, ws, parse(doc), SETUP, record, MAPPED)
+    # Someone edits the source after the plan read it.
+    await client.put_source(
+        ws, knowledge_set.id, "statutes-1", KnowledgeSourcePut(type="statutes", laws=["x"])
+    )
+    with pytest.raises(InstallFailed) as failed:
+        await apply(client, ws, parse(doc), SETUP, record, Store(record).persist, MAPPED, planned)
+    assert failed.value.code == "bundle_install_failed"
+    live = {s.key: s for s in (await live_set(client, ws, record)).sources}
+    assert live["statutes-1"].laws == ["x"]  # their edit stands; the next run merges against it

@@ -239,6 +239,23 @@ async def test_every_source_write_moves_the_set_to_a_new_revision(client: Platfo
         await client.update(ws, kinds.KNOWLEDGE_SETS, ks.id, KnowledgeSetUpdate(name="x"), revision=1)
 
 
+async def test_a_source_write_with_if_match_is_refused_once_the_source_moved_on(
+    client: PlatformClient, ws: str
+) -> None:
+    ks = await knowledge_set(client, ws)
+    first = await client.put_source(ws, ks.id, "laws", statutes("BGB"))
+    second = await client.put_source(ws, ks.id, "laws", statutes("BGB", "HGB"), revision=first.revision)
+    assert second.revision > first.revision
+    with pytest.raises(Conflict):  # 412: someone wrote it since revision `first`
+        await client.put_source(ws, ks.id, "laws", statutes("StGB"), revision=first.revision)
+    with pytest.raises(Conflict):
+        await client.delete_source(ws, ks.id, "laws", revision=first.revision)
+    with pytest.raises(Conflict):  # the caller read a source that is not there
+        await client.put_source(ws, ks.id, "gone", statutes("BGB"), revision=1)
+    await client.delete_source(ws, ks.id, "laws", revision=second.revision)
+    assert (await client.list_sources(ws, ks.id)) == []
+
+
 async def test_sets_embed_their_sources_in_get_and_list(client: PlatformClient, ws: str) -> None:
     ks = await knowledge_set(client, ws)
     keyed = await client.put_source(ws, ks.id, "laws", statutes("BGB"))

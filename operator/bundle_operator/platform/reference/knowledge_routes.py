@@ -11,7 +11,9 @@ from bundle_operator.platform import kinds
 from bundle_operator.platform.models import KnowledgeSourcePut
 from bundle_operator.platform.reference.entity_routes import BASE
 from bundle_operator.platform.reference.http import (
+    check_revision,
     context,
+    if_match,
     json_response,
     page_by_number,
     parse,
@@ -31,7 +33,7 @@ from bundle_operator.platform.reference.knowledge_sources import (
     source_view,
     sources_of,
 )
-from bundle_operator.platform.reference.problems import not_found, refused
+from bundle_operator.platform.reference.problems import ApiError, not_found, refused
 from bundle_operator.platform.reference.storage import Row, Tx, new_id
 
 SET = f"{BASE}/{kinds.KNOWLEDGE_SETS.path}/{{set_id}}"
@@ -77,10 +79,12 @@ async def put_source(request: web.Request) -> web.Response:
     if problem is not None:
         raise refused("key", problem)
     body = await _body(request)
+    expected = if_match(request, required=False)
 
     def apply(tx: Tx) -> tuple[dict[str, Any], bool]:
         knowledge_set = _set(tx, ws, set_id)
         existing = tx.entry(knowledge_set.id, SOURCE, key)
+        _check_source_revision(key, existing, expected)
         if existing is None:
             _check_room(tx, knowledge_set)
         credentials = store_credentials(tx, ws, knowledge_set, key, body.credentials, existing)
@@ -118,6 +122,7 @@ async def delete_source(request: web.Request) -> web.Response:
     """DELETE .../sources/{ref}: remove a source by its key or its id, with its credentials."""
     ctx, ws = context(request), workspace(request)
     set_id, ref = request.match_info["set_id"], request.match_info["source"]
+    expected = if_match(request, required=False)
 
     def apply(tx: Tx) -> None:
         knowledge_set = _set(tx, ws, set_id)
@@ -129,11 +134,22 @@ async def delete_source(request: web.Request) -> web.Response:
             source = tx.entry(knowledge_set.id, SOURCE, ref)
         if source is None:
             raise not_found(f"the source '{ref}'")
+        check_revision(ref, source.revision, expected)
         tx.delete(source.id)
         after_source_write(tx, ws, knowledge_set)
 
     await ctx.store.transact(apply)
     return web.Response(status=204)
+
+
+def _check_source_revision(key: str, existing: Row | None, expected: int | None) -> None:
+    """412 when the caller based its change on a revision of the source it no longer has (or on a
+    source that is gone)."""
+    if expected is None:
+        return
+    if existing is None:
+        raise ApiError(412, "revision_mismatch", f"the source '{key}' no longer exists; read the set again")
+    check_revision(key, existing.revision, expected)
 
 
 def register(app: web.Application) -> None:
