@@ -57,6 +57,18 @@ def office() -> dict[str, Any]:
     return parsed.bundle.model_dump(mode="json", exclude_none=True)
 
 
+async def put_installed_s3(client: PlatformClient, ws: str, set_id: str, **changes: Any) -> None:
+    """Put the example's s3-1 source, as installed with the bucket mapped, with ``changes``."""
+    fields: dict[str, Any] = {
+        "type": "s3",
+        "bucket": "dormagen-bylaws",
+        "prefix": "bylaws/",
+        "region": "eu-central-1",
+        "sync_schedule": "30 3 * * *",
+    }
+    await client.put_source(ws, set_id, "s3-1", KnowledgeSourcePut(**(fields | changes)))
+
+
 @pytest.fixture
 async def faults(client: PlatformClient) -> AsyncIterator[None]:
     yield
@@ -167,18 +179,7 @@ async def test_an_update_merges_source_by_source_and_leaves_a_users_own_source_a
     _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
     knowledge_set = await live_set(client, ws, record)
     # Locally: the s3 region edited, and a source of the user's own added (no key).
-    await client.put_source(
-        ws,
-        knowledge_set.id,
-        "s3-1",
-        KnowledgeSourcePut(
-            type="s3",
-            bucket="dormagen-bylaws",
-            prefix="bylaws/",
-            region="eu-west-1",
-            sync_schedule="30 3 * * *",
-        ),
-    )
+    await put_installed_s3(client, ws, knowledge_set.id, region="eu-west-1")
     own = await client.add_source(
         ws, knowledge_set.id, KnowledgeSourcePut(type="ris", host="ris.dormagen.example")
     )
@@ -346,19 +347,7 @@ async def test_export_screens_organisation_fields_and_round_trips_with_a_substit
             type="smb", server="fs01.dormagen.local", share="bauamt", domain="DORMAGEN", username="svc-ki"
         ),
     )
-    await client.put_source(
-        ws,
-        knowledge_set.id,
-        "s3-1",
-        KnowledgeSourcePut(
-            type="s3",
-            bucket="dormagen-bylaws",
-            prefix="bylaws/",
-            region="eu-central-1",
-            endpoint="https://s3.dormagen.example",
-            sync_schedule="30 3 * * *",
-        ),
-    )
+    await put_installed_s3(client, ws, knowledge_set.id, endpoint="https://s3.dormagen.example")
     exported = await export_with_report(client, ws, "dormagen-office", "1.0.0")
     document = exported.document
     assert document["schema_version"] == "0.2.0"
@@ -555,18 +544,8 @@ async def test_a_bundle_that_drops_a_sources_credentials_removes_them(
 async def test_a_credential_lost_on_the_platform_is_sent_again(client: PlatformClient, ws: str) -> None:
     _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
     knowledge_set = await live_set(client, ws, record)
-    await client.put_source(
-        ws,
-        knowledge_set.id,
-        "s3-1",
-        KnowledgeSourcePut(
-            type="s3",
-            bucket="dormagen-bylaws",
-            prefix="bylaws/",
-            region="eu-central-1",
-            sync_schedule="30 3 * * *",
-            credentials={"access_key_id": SecretStr("someone-else-typed-this")},
-        ),
+    await put_installed_s3(
+        client, ws, knowledge_set.id, credentials={"access_key_id": SecretStr("someone-else-typed-this")}
     )
     assert (await drift(client, ws, record)).changed == {
         "knowledge_set:building_law": ["/sources/s3-1/credentials"]
@@ -581,23 +560,12 @@ async def test_a_users_own_credential_on_a_bundle_source_is_a_conflict_when_a_va
 ) -> None:
     _, record = await install(client, ws, parse(office()), SETUP, options=MAPPED)
     knowledge_set = await live_set(client, ws, record)
-    await client.put_source(
-        ws,
-        knowledge_set.id,
-        "s3-1",
-        KnowledgeSourcePut(
-            type="s3",
-            bucket="dormagen-bylaws",
-            prefix="bylaws/",
-            region="eu-central-1",
-            sync_schedule="30 3 * * *",
-            credentials={
-                "access_key_id": SecretStr(SETUP["bylaws_access_key"]),
-                "secret_access_key": SecretStr(SETUP["bylaws_secret_key"]),
-                "session_token": SecretStr("users-own-session-token"),
-            },
-        ),
-    )
+    credentials = {
+        "access_key_id": SecretStr(SETUP["bylaws_access_key"]),
+        "secret_access_key": SecretStr(SETUP["bylaws_secret_key"]),
+        "session_token": SecretStr("users-own-session-token"),
+    }
+    await put_installed_s3(client, ws, knowledge_set.id, credentials=credentials)
     # Nothing to send: the user's credential stays, the bundle's other changes go through.
     doc = office()
     doc["knowledge_sets"][0]["sources"]["s3-1"]["prefix"] = "satzungen/"
