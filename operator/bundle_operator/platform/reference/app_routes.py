@@ -18,6 +18,7 @@ from bundle_operator.platform.reference.app_rules import (
 from bundle_operator.platform.reference.entity_routes import BASE
 from bundle_operator.platform.reference.http import (
     context,
+    existing,
     json_response,
     page_by_number,
     parse,
@@ -32,10 +33,7 @@ APP = f"{BASE}/{kinds.APPS.path}/{{app_id}}"
 
 
 def _app(tx: Tx, ws: str, app_id: str) -> Row:
-    row = tx.get(ws, kinds.APPS.path, app_id)
-    if row is None:
-        raise not_found(app_id)
-    return row
+    return existing(tx, ws, kinds.APPS.path, app_id)
 
 
 async def list_versions(request: web.Request) -> web.Response:

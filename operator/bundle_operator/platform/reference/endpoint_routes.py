@@ -6,9 +6,9 @@ from aiohttp import web
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.reference.bundle_rules import API_KEY_PURPOSE, KEY_ROTATED, new_api_key
-from bundle_operator.platform.reference.http import context, json_response, workspace
+from bundle_operator.platform.reference.http import context, existing, json_response, workspace
 from bundle_operator.platform.reference.kind_rules import owned_secret_key
-from bundle_operator.platform.reference.problems import ApiError, not_found
+from bundle_operator.platform.reference.problems import ApiError
 from bundle_operator.platform.reference.storage import Tx
 
 
@@ -18,9 +18,7 @@ async def issue_api_key(request: web.Request) -> web.Response:
     endpoint_id = request.match_info["entity_id"]
 
     def apply(tx: Tx) -> str:
-        row = tx.get(ws, kinds.ENDPOINTS.path, endpoint_id)
-        if row is None:
-            raise not_found(endpoint_id)
+        row = existing(tx, ws, kinds.ENDPOINTS.path, endpoint_id)
         if row.data["auth_mode"] != "ApiKey":
             raise ApiError(
                 409, "not_api_key_endpoint", f"{endpoint_id} uses {row.data['auth_mode']}, not ApiKey"

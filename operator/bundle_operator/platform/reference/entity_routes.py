@@ -12,6 +12,7 @@ from bundle_operator.platform.reference.http import (
     context,
     decode_cursor,
     encode_cursor,
+    existing,
     fingerprint,
     if_match,
     json_response,
@@ -23,7 +24,7 @@ from bundle_operator.platform.reference.http import (
     workspace,
 )
 from bundle_operator.platform.reference.kind_rules import KindRules
-from bundle_operator.platform.reference.problems import ApiError, not_found, refused
+from bundle_operator.platform.reference.problems import ApiError, refused
 from bundle_operator.platform.reference.storage import Tx, new_id
 
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
@@ -136,9 +137,7 @@ class EntityRoutes:
         entity_id = request.match_info["entity_id"]
 
         def read(tx: Tx) -> dict[str, Any]:
-            row = tx.get(ws, self.kind.path, entity_id)
-            if row is None:
-                raise not_found(entity_id)
+            row = existing(tx, ws, self.kind.path, entity_id)
             return self.rules.render(tx, ctx, row, issued=False)
 
         shown = await ctx.store.transact(read)
@@ -171,9 +170,7 @@ class EntityRoutes:
         body = parse(self.kind.update, await read_json(request))
 
         def current(tx: Tx) -> Any:
-            row = tx.get(ws, self.kind.path, entity_id)
-            if row is None:
-                raise not_found(entity_id)
+            row = existing(tx, ws, self.kind.path, entity_id)
             check_revision(entity_id, row.revision, expected)
             return row
 
@@ -195,9 +192,7 @@ class EntityRoutes:
         expected = if_match(request, required=False)
 
         def remove(tx: Tx) -> None:
-            row = tx.get(ws, self.kind.path, entity_id)
-            if row is None:
-                raise not_found(entity_id)
+            row = existing(tx, ws, self.kind.path, entity_id)
             check_revision(entity_id, row.revision, expected)
             self.rules.before_delete(tx, ctx, ws, row)
             tx.delete(row.id)

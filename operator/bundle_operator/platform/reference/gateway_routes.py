@@ -32,6 +32,7 @@ from bundle_operator.platform.reference.context import Context
 from bundle_operator.platform.reference.discovery import Offer, member_offer
 from bundle_operator.platform.reference.http import (
     context,
+    existing,
     json_response,
     page,
     page_by_name,
@@ -50,10 +51,7 @@ _ENTRY_PREFIX = "gwe"
 
 
 def _bundle(tx: Tx, ws: str, bundle_id: str) -> Row:
-    row = tx.get(ws, kinds.GATEWAY_BUNDLES.path, bundle_id)
-    if row is None:
-        raise not_found(bundle_id)
-    return row
+    return existing(tx, ws, kinds.GATEWAY_BUNDLES.path, bundle_id)
 
 
 def members_in_order(tx: Tx, bundle: Row) -> list[Row]:

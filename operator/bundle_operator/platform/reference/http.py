@@ -13,7 +13,8 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from bundle_operator.platform.reference.context import CONTEXT, Context
-from bundle_operator.platform.reference.problems import ApiError, from_validation, refused
+from bundle_operator.platform.reference.problems import ApiError, from_validation, not_found, refused
+from bundle_operator.platform.reference.storage import Row, Tx
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -118,6 +119,14 @@ def if_match(request: web.Request, *, required: bool) -> int | None:
     if found is None:
         raise ApiError(400, "invalid_if_match", 'If-Match must be a revision such as "3"')
     return int(found.group(1))
+
+
+def existing(tx: Tx, workspace: str, path: str, entity_id: str) -> Row:
+    """The stored entity of a collection; 404 naming it when there is none."""
+    row = tx.get(workspace, path, entity_id)
+    if row is None:
+        raise not_found(entity_id)
+    return row
 
 
 def check_revision(entity_id: str, current: int, expected: int | None) -> None:

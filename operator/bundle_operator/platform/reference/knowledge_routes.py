@@ -13,6 +13,7 @@ from bundle_operator.platform.reference.entity_routes import BASE
 from bundle_operator.platform.reference.http import (
     check_revision,
     context,
+    existing,
     if_match,
     json_response,
     page_by_number,
@@ -40,10 +41,7 @@ SET = f"{BASE}/{kinds.KNOWLEDGE_SETS.path}/{{set_id}}"
 
 
 def _set(tx: Tx, ws: str, set_id: str) -> Row:
-    row = tx.get(ws, kinds.KNOWLEDGE_SETS.path, set_id)
-    if row is None:
-        raise not_found(set_id)
-    return row
+    return existing(tx, ws, kinds.KNOWLEDGE_SETS.path, set_id)
 
 
 def _check_room(tx: Tx, knowledge_set: Row) -> None:
