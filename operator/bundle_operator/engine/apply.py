@@ -807,10 +807,9 @@ async def apply(
     await writer.delete_retired_sources()
     for item in superseded:
         # An app archived on the platform and installed again stays the installation's own.
-        if item.desired.kind == "app" and item.recorded is not None:
-            archived = next((p for p in item.recorded.parts if p.role == "primary"), None)
-            if archived is not None and first.snapshot.get(archived.path, archived.id) is not None:
-                record.archived.append(archived)
+        archived = item.recorded.primary if item.desired.kind == "app" and item.recorded else None
+        if archived is not None and first.snapshot.get(archived.path, archived.id) is not None:
+            record.keep_archived(archived)
     record.entities = sorted(entities.values(), key=lambda e: e.seq)
     record.journal = []
     record.inflight_fingerprint = None

@@ -46,12 +46,15 @@ class RecordedEntity(_Model):
         return f"{self.kind}:{self.key}"
 
     @property
+    def primary(self) -> Part | None:
+        """The part that stands for this entity (the instance of an MCP, say)."""
+        return next((part for part in self.parts if part.role == "primary"), None)
+
+    @property
     def primary_id(self) -> str | None:
-        """The id of the entity that stands for this one (the instance of an MCP, say)."""
-        for part in self.parts:
-            if part.role == "primary":
-                return part.id
-        return None
+        """The id of the entity that stands for this one."""
+        primary = self.primary
+        return primary.id if primary is not None else None
 
 
 class JournalEntry(_Model):
@@ -94,6 +97,11 @@ class Record(_Model):
     # Apps the installation archived instead of deleting (seed 004: running instances keep
     # working): still its own, so they never count as someone else's, and the MCPs they use stay.
     archived: list[Part] = Field(default_factory=list)
+
+    def keep_archived(self, part: Part) -> None:
+        """Remember an app the installation archived (once)."""
+        if all(kept.id != part.id for kept in self.archived):
+            self.archived.append(part)
 
     def find(self, entity: str) -> RecordedEntity | None:
         """The recorded entity ``kind:key``, if any."""

@@ -601,14 +601,15 @@ class Writer:
     async def _write_document(self, app_id: str, document: dict[str, Any] | None, *, restore: bool) -> None:
         """A document is never changed in place: it becomes the app's next version. A restore
         archives the version the run added instead, which brings back the one before it."""
-        self.calls += 1
         added = self.app_versions.pop(app_id, None) if restore else None
         if added is not None:
+            self.calls += 2
             await self.platform.set_app_version_archived(self.workspace, app_id, added, True)
             app = await self.platform.get(self.workspace, kinds.APPS, app_id)
         elif document is None:
             return  # nothing to bring back: every version was archived before the run
         else:
+            self.calls += 1
             app = await self.platform.add_app_version(
                 self.workspace, app_id, AppVersionCreate(document=document)
             )
@@ -618,7 +619,7 @@ class Writer:
         self.revisions[app_id] = app.revision
 
     async def _archive_app(self, recorded: RecordedEntity) -> list[str]:
-        part = next((p for p in recorded.parts if p.role == "primary"), None)
+        part = recorded.primary
         if part is None:
             return []
         try:
@@ -628,8 +629,7 @@ class Writer:
         except PlatformError as exc:
             log.warning("could not archive %s %s of %s: %s", part.path, part.id, recorded.entity, exc.code)
             return [f"{part.path}/{part.id}"]
-        if all(p.id != part.id for p in self.record.archived):
-            self.record.archived.append(part)
+        self.record.keep_archived(part)
         return []
 
     async def failed_to_delete(self, part: Part, entity: str) -> bool:
