@@ -18,7 +18,7 @@ from bundle_operator.platform.models import (
 )
 from bundle_operator.platform.reference import cron
 from bundle_operator.platform.reference.context import Context
-from bundle_operator.platform.reference.kind_rules import KindRules, Stored, require_ref
+from bundle_operator.platform.reference.kind_rules import KindRules, Stored, merge_changes, require_ref
 from bundle_operator.platform.reference.problems import refused
 from bundle_operator.platform.reference.secret_store import (
     delete_owned_secrets,
@@ -28,16 +28,6 @@ from bundle_operator.platform.reference.secret_store import (
 from bundle_operator.platform.reference.storage import Row, Tx
 
 MAX_POLICY_CONFIG = 64 * 1024
-
-
-def _merge(row: Row, changes: BaseModel, not_null: tuple[str, ...]) -> dict[str, Any]:
-    merged = dict(row.data)
-    dumped = changes.model_dump(mode="json")
-    for field in changes.model_fields_set:
-        if dumped[field] is None and field in not_null:
-            raise refused(field, "must not be null")
-        merged[field] = dumped[field]
-    return merged
 
 
 def live_agent(tx: Tx, workspace: str, agent_id: str, field: str = "agent_id") -> Row:
@@ -72,7 +62,7 @@ class AgentRules(KindRules):
 
     def update(self, tx: Tx, ctx: Context, workspace: str, row: Row, prepared: Any) -> Stored:
         assert isinstance(prepared, BaseModel)
-        data = _merge(row, prepared, ("name", "model", "archived"))
+        data = merge_changes(row, prepared, ("name", "model", "archived"))
         for field in ("description", "instructions"):
             data[field] = data[field] or ""
         for field in ("mcp_instance_ids", "skill_ids", "knowledge_set_ids"):
@@ -175,7 +165,7 @@ class TriggerRules(KindRules):
 
     def update(self, tx: Tx, ctx: Context, workspace: str, row: Row, prepared: Any) -> Stored:
         assert isinstance(prepared, BaseModel)
-        data = _merge(row, prepared, ("name", "agent_id", "schedule", "timezone", "enabled"))
+        data = merge_changes(row, prepared, ("name", "agent_id", "schedule", "timezone", "enabled"))
         data["message"] = data["message"] or ""
         if "agent_id" in prepared.model_fields_set:
             live_agent(tx, workspace, data["agent_id"])
@@ -202,7 +192,7 @@ class PolicyRules(KindRules):
 
     def update(self, tx: Tx, ctx: Context, workspace: str, row: Row, prepared: Any) -> Stored:
         assert isinstance(prepared, BaseModel)
-        data = _merge(row, prepared, ("agent_id",))
+        data = merge_changes(row, prepared, ("agent_id",))
         data["config"] = data["config"] or {}
         self._check(tx, workspace, data, "agent_id" in prepared.model_fields_set)
         return data, None

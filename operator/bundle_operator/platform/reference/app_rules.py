@@ -11,7 +11,7 @@ from typing import Any
 from bundle_operator.platform import kinds
 from bundle_operator.platform.models import AppCreate, AppUpdate
 from bundle_operator.platform.reference.context import Context
-from bundle_operator.platform.reference.kind_rules import KindRules, Stored, require_ref
+from bundle_operator.platform.reference.kind_rules import KindRules, Stored, merge_changes, require_ref
 from bundle_operator.platform.reference.problems import refused
 from bundle_operator.platform.reference.storage import Row, Tx, new_id
 
@@ -80,14 +80,10 @@ class AppRules(KindRules):
 
     def update(self, tx: Tx, ctx: Context, workspace: str, row: Row, prepared: Any) -> Stored:
         assert isinstance(prepared, AppUpdate)
-        data = dict(row.data)
-        dumped = prepared.model_dump(mode="json")
-        for field in prepared.model_fields_set:
-            value = dumped[field]
-            if value is None and field in ("name", "archived"):
-                raise refused(field, "must not be null")
-            # As for an agent, null clears the description and the instance list.
-            data[field] = value if value is not None else ([] if field == "mcp_instance_ids" else "")
+        data = merge_changes(row, prepared, ("name", "archived"))
+        # As for an agent, null clears the description and the instance list.
+        data["description"] = data["description"] or ""
+        data["mcp_instance_ids"] = data["mcp_instance_ids"] or []
         self._check(tx, workspace, data)
         return data, data["name"]
 

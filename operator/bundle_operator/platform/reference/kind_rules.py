@@ -74,6 +74,17 @@ def nullable(model: type[BaseModel], field: str) -> bool:
     return info is not None and type(None) in get_args(info.annotation)
 
 
+def merge_changes(row: Row, changes: BaseModel, not_null: tuple[str, ...]) -> dict[str, Any]:
+    """The stored data with the fields an update set; null is refused for ``not_null`` fields."""
+    merged = dict(row.data)
+    dumped = changes.model_dump(mode="json")
+    for field in changes.model_fields_set:
+        if dumped[field] is None and field in not_null:
+            raise refused(field, "must not be null")
+        merged[field] = dumped[field]
+    return merged
+
+
 def require_ref(tx: Tx, workspace: str, kind: str, entity_id: str, field: str, what: str) -> Row:
     """The entity a field refers to, or a 422 naming the field."""
     row = tx.get(workspace, kind, entity_id)

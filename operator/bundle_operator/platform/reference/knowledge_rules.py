@@ -16,7 +16,7 @@ from bundle_operator.platform import kinds
 from bundle_operator.platform.models import KnowledgeSetUpdate
 from bundle_operator.platform.reference import cron
 from bundle_operator.platform.reference.context import Context
-from bundle_operator.platform.reference.kind_rules import KindRules, Stored
+from bundle_operator.platform.reference.kind_rules import KindRules, Stored, merge_changes
 from bundle_operator.platform.reference.knowledge_sources import credential_ids, source_view, sources_of
 from bundle_operator.platform.reference.problems import refused
 from bundle_operator.platform.reference.secret_store import delete_owned_secrets, store_owned_secret
@@ -31,13 +31,9 @@ class KnowledgeSetRules(KindRules):
 
     def update(self, tx: Tx, ctx: Context, workspace: str, row: Row, prepared: Any) -> Stored:
         assert isinstance(prepared, KnowledgeSetUpdate)
-        data = dict(row.data)
-        dumped = prepared.model_dump(mode="json")
-        for field in prepared.model_fields_set:
-            if dumped[field] is None and field == "name":
-                raise refused(field, "must not be null")
-            # As for an agent's texts, null clears a description.
-            data[field] = dumped[field] or ""
+        data = merge_changes(row, prepared, ("name",))
+        for field in ("description", "data_description"):
+            data[field] = data[field] or ""  # as for an agent's texts, null clears a description
         return data, data["name"]
 
     def after_delete(self, tx: Tx, ctx: Context, workspace: str, row: Row) -> None:
