@@ -279,44 +279,29 @@ def build_document(
         key = make_key(agent.name, taken)
         agent_keys[agent.id] = key
         entity = f"agent '{agent.name}' ({agent.id})"
-        for instance_id in agent.mcp_instance_ids:
-            if instance_id not in mcp_keys:
-                raise ExportRefused(
-                    entity, f"refers to MCP instance {instance_id}, which the export cannot represent"
-                )
-        for skill_id in agent.skill_ids:
-            if skill_id not in skill_keys:
-                raise ExportRefused(entity, f"refers to skill {skill_id}, which the export cannot represent")
+        agent_mcps = _keys_of(entity, agent.mcp_instance_ids, mcp_keys, "MCP instance")
+        agent_skills = _keys_of(entity, agent.skill_ids, skill_keys, "skill")
+        agent_sets = _keys_of(entity, agent.knowledge_set_ids, set_keys, "knowledge set")
         doc: dict[str, Any] = {"key": key, "name": agent.name}
         if agent.description:
             doc["description"] = agent.description
         if agent.instructions:
             doc["instructions"] = agent.instructions
         doc["model"] = agent.model
-        doc["mcps"] = [mcp_keys[i] for i in agent.mcp_instance_ids]
-        doc["skills"] = [skill_keys[i] for i in agent.skill_ids]
-        if agent.knowledge_set_ids:
-            for set_id in agent.knowledge_set_ids:
-                if set_id not in set_keys:
-                    raise ExportRefused(
-                        entity, f"refers to knowledge set {set_id}, which the export cannot represent"
-                    )
-            doc["knowledge_sets"] = [set_keys[i] for i in agent.knowledge_set_ids]
+        doc["mcps"] = agent_mcps
+        doc["skills"] = agent_skills
+        if agent_sets:
+            doc["knowledge_sets"] = agent_sets
         agent_docs.append(doc)
     app_docs: list[dict[str, Any]] = []
     for app in apps or []:
-        entity = f"app '{app.name}' ({app.id})"
-        for instance_id in app.mcp_instance_ids:
-            if instance_id not in mcp_keys:
-                raise ExportRefused(
-                    entity, f"refers to MCP instance {instance_id}, which the export cannot represent"
-                )
+        app_mcps = _keys_of(f"app '{app.name}' ({app.id})", app.mcp_instance_ids, mcp_keys, "MCP instance")
         app_doc: dict[str, Any] = {"key": make_key(app.name, taken), "name": app.name}
         if app.description:
             app_doc["description"] = app.description
         app_doc["document"] = app.document
-        if app.mcp_instance_ids:
-            app_doc["mcps"] = [mcp_keys[i] for i in app.mcp_instance_ids]
+        if app_mcps:
+            app_doc["mcps"] = app_mcps
         app_docs.append(app_doc)
     unbound = "bound to an agent the export does not write (archived or gone)"
     enabled = "was enabled; the bundle installs it disabled until the installation is activated"
@@ -402,6 +387,15 @@ def requirements(agent_docs: list[dict[str, Any]], mcp_keys: list[str]) -> list[
     out = [{"kind": "model", "ref": model, "policy": "substitute"} for model in models]
     out += [{"kind": "tool", "ref": key, "policy": "strip"} for key in mcp_keys if key in used]
     return out
+
+
+def _keys_of(entity: str, ids: list[str], keys: dict[str, str], what: str) -> list[str]:
+    """The document keys of the entities ``ids`` name; ExportRefused names one the export does not
+    write."""
+    for entity_id in ids:
+        if entity_id not in keys:
+            raise ExportRefused(entity, f"refers to {what} {entity_id}, which the export cannot represent")
+    return [keys[i] for i in ids]
 
 
 def source_key(source: KnowledgeSource) -> str:
