@@ -17,7 +17,8 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -407,6 +408,21 @@ def log_tail(path: Path, lines: int = 40) -> str:
         return ""
 
 
+@contextmanager
+def reporting(label: str, log: Path, running: Callable[[], OperatorProcess]) -> Iterator[None]:
+    """On a failure, print the tail of the operator's log; in any case stop the operator that
+    ``running`` names at the end (a test may have restarted it under the same name)."""
+    try:
+        yield
+    except BaseException:
+        print(f"[{label}] operator log tail:\n{log_tail(log)}")
+        raise
+    finally:
+        operator = running()
+        if operator.process is not None and operator.process.poll() is None:
+            operator.stop()
+
+
 # --- (a) twenty installations, twenty SIGKILLs ----------------------------------------------------
 
 
@@ -424,7 +440,7 @@ def test_twenty_installs_survive_twenty_kills_with_each_entity_once(
     print(f"\n[kills] seed {seed} (TORTURE_SEED={seed} repeats the pauses); operator log {log}")
     names = installation_names("k", INSTALLATIONS_A)
     operator = start_operator(devcluster, own_platform, ns, log)
-    try:
+    with reporting("kills", log, lambda: operator):
         prepare(kubectl, ns)
         kubectl.apply(installations_yaml(ns, names), namespace=ns)
         began = time.monotonic()
@@ -456,12 +472,6 @@ def test_twenty_installs_survive_twenty_kills_with_each_entity_once(
             f"{converged:.1f} s after the last restart; each workspace holds {shape}"
         )
         assert operator.stop() == 0, "the operator did not stop cleanly on SIGTERM"
-    except BaseException:
-        print(f"[kills] operator log tail:\n{log_tail(log)}")
-        raise
-    finally:
-        if operator.process is not None and operator.process.poll() is None:
-            operator.stop()
 
 
 # --- (b) the platform down for a minute --------------------------------------------------------------
@@ -478,7 +488,7 @@ def test_platform_outage_of_a_minute_converges_without_a_hot_loop(
     ns, log, probe = solo_namespace, tmp_path / "operator.log", tmp_path / "probe"
     names = installation_names("o", INSTALLATIONS_B)
     operator = start_counted_operator(devcluster, own_platform, ns, log, probe)
-    try:
+    with reporting("outage", log, lambda: operator):
         prepare(kubectl, ns)
         own_platform.staggered_writes([workspace_of(ns, n) for n in names], 100, 60)
         kubectl.apply(installations_yaml(ns, names), namespace=ns)
@@ -551,12 +561,6 @@ def test_platform_outage_of_a_minute_converges_without_a_hot_loop(
             f"{CALLS} counted none with status error: an outage is invisible in /metrics"
         )
         assert operator.stop() == 0, "the operator did not stop cleanly on SIGTERM"
-    except BaseException:
-        print(f"[outage] operator log tail:\n{log_tail(log)}")
-        raise
-    finally:
-        if operator.process is not None and operator.process.poll() is None:
-            operator.stop()
 
 
 # --- (c) the API server restarted ------------------------------------------------------------------
@@ -573,7 +577,7 @@ def test_apiserver_restart_mid_run_relists_and_converges(
     ns, log = solo_namespace, tmp_path / "operator.log"
     names = installation_names("a", INSTALLATIONS_C)
     operator = start_operator(devcluster, own_platform, ns, log)
-    try:
+    with reporting("apiserver", log, lambda: operator):
         prepare(kubectl, ns)
         own_platform.staggered_writes([workspace_of(ns, n) for n in names], 100, 60)
         kubectl.apply(installations_yaml(ns, names), namespace=ns)
@@ -606,9 +610,3 @@ def test_apiserver_restart_mid_run_relists_and_converges(
         print(f"[apiserver] each workspace holds {shape}")
         assert devcluster.exited() is None, f"{devcluster.exited()} exited after the API server restart"
         assert operator.stop() == 0, "the operator did not stop cleanly on SIGTERM"
-    except BaseException:
-        print(f"[apiserver] operator log tail:\n{log_tail(log)}")
-        raise
-    finally:
-        if operator.process is not None and operator.process.poll() is None:
-            operator.stop()
