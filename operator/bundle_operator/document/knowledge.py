@@ -6,6 +6,7 @@ these tables, so a source analyze accepts is one the platform accepts.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -74,6 +75,11 @@ ORGANISATION_FIELDS: dict[str, tuple[str, ...]] = {
     "onedrive": ("shared_links",),
 }
 
+# At most this many entries in a source's lists (laws, URLs, shared links).
+MAX_SOURCE_LIST = 500
+# An app's document, as compact UTF-8 JSON, holds at most this many bytes.
+MAX_APP_DOCUMENT = 256 * 1024
+
 # Credential names a source may carry (their values are always secrets).
 CREDENTIAL_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 _CREDENTIAL_NAME = re.compile(CREDENTIAL_NAME_PATTERN)
@@ -106,3 +112,8 @@ def tenant_address(source: dict[str, object]) -> tuple[str, str] | None:
         return None
     value = source.get(field)
     return (field, value) if isinstance(value, str) else None
+
+
+def app_document_size(document: object) -> int:
+    """The bytes of an app's document as compact UTF-8 JSON, the form its limit counts."""
+    return len(json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))

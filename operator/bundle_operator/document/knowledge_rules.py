@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 from bundle_operator.document import placeholders
 from bundle_operator.document.credentials import is_credentialed_url
 from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
 from bundle_operator.document.knowledge import (
+    MAX_APP_DOCUMENT,
+    MAX_SOURCE_LIST,
     SOURCE_FIELDS,
+    app_document_size,
     credential_name_problem,
     requirement_ref,
     source_key_problem,
@@ -19,10 +20,7 @@ from bundle_operator.document.pointer import join_pointer
 from bundle_operator.document.schedule import cron_problem
 from bundle_operator.document.urls import url_problem
 
-# The reference platform keeps an app version up to this size; analyze says so first.
-APP_DOCUMENT_MAX_BYTES = 256 * 1024
 MAX_SOURCES = 100
-MAX_LIST_ENTRIES = 500
 
 
 def check_schema_fields(bundle: Bundle) -> list[Issue]:
@@ -128,11 +126,11 @@ def _field_issues(source_type: str, data: dict[str, object], at: str, entity: st
             )
     for name in fields.lists:
         value = data.get(name)
-        if isinstance(value, list) and len(value) > MAX_LIST_ENTRIES:
+        if isinstance(value, list) and len(value) > MAX_SOURCE_LIST:
             issues.append(
                 blocking(
                     Code.INVALID_SOURCE,
-                    f"{name} of a {source_type} source holds more than {MAX_LIST_ENTRIES} entries",
+                    f"{name} of a {source_type} source holds more than {MAX_SOURCE_LIST} entries",
                     join_pointer(at, name),
                     entity,
                 )
@@ -218,13 +216,13 @@ def check_apps(bundle: Bundle) -> list[Issue]:
     """An app's document must fit the platform's limit."""
     issues: list[Issue] = []
     for index, app in enumerate(bundle.apps):
-        size = len(json.dumps(app.document, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-        if size > APP_DOCUMENT_MAX_BYTES:
+        size = app_document_size(app.document)
+        if size > MAX_APP_DOCUMENT:
             issues.append(
                 blocking(
                     Code.INVALID_APP_DOCUMENT,
                     f"document of app '{app.key}' is {size} bytes; an app document holds at most "
-                    f"{APP_DOCUMENT_MAX_BYTES} bytes",
+                    f"{MAX_APP_DOCUMENT} bytes",
                     join_pointer("/apps", index, "document"),
                     f"app:{app.key}",
                 )

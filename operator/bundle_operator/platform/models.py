@@ -9,7 +9,6 @@ an unknown field is refused with its path, and a response never carries an undec
 from __future__ import annotations
 
 import base64
-import json
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -30,8 +29,11 @@ from pydantic import (
 from bundle_operator.document.knowledge import (
     ALL_SOURCE_FIELDS,
     CREDENTIAL_NAME_PATTERN,
+    MAX_APP_DOCUMENT,
+    MAX_SOURCE_LIST,
     SOURCE_FIELDS,
     SourceType,
+    app_document_size,
 )
 from bundle_operator.document.names import (
     DISPLAY_NAME_MAX,
@@ -404,8 +406,6 @@ class Policy(Entity):
 
 # --- Knowledge sets ---------------------------------------------------------------------------
 
-# At most this many entries in a source's lists (laws, URLs, shared links).
-MAX_SOURCE_LIST = 500
 # Empty text is refused only where the type requires the field (see ``_belongs_to_type``).
 SourceText = Annotated[str, Field(max_length=2048)]
 SourceEntry = Annotated[str, Field(min_length=1, max_length=2048)]
@@ -523,12 +523,10 @@ class KnowledgeSet(Entity):
 
 # --- Apps -------------------------------------------------------------------------------------
 
-MAX_APP_DOCUMENT = 256 * 1024
-
 
 def _document_size(document: dict[str, Any]) -> dict[str, Any]:
     try:
-        size = len(json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode())
+        size = app_document_size(document)
     except (TypeError, ValueError):
         raise ValueError("is not a JSON object") from None
     if size > MAX_APP_DOCUMENT:
