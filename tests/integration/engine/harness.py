@@ -1,7 +1,11 @@
-"""Helpers for engine tests: parse examples, run installs with an in-memory record, count entities."""
+"""Helpers for engine tests: parse examples, run installs with an in-memory record (or in a process
+that crashes), count entities."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +17,8 @@ from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import FaultSpec
+from tests.integration.engine.conftest import TOKEN
+from tests.integration.platform.platform_harness import PlatformProcess
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -76,3 +82,59 @@ async def arm_fault(client: PlatformClient, **spec: Any) -> str:
 async def clear_faults(client: PlatformClient) -> None:
     """Disarm every fault."""
     await client.request("DELETE", "/_admin/faults", safe=True)
+
+
+# Runs one install of an example in a separate process and dies (no cleanup, like SIGKILL) right
+# after the record was persisted for the N-th time ("pN"), right after the N-th platform create
+# answered ("cN": the entity landed, the disk does not know its id), or right after the N-th
+# knowledge source was put ("sN"): the state file on disk is what survives.
+CRASHING_INSTALL = r"""
+import asyncio, json, os, sys, yaml
+from pathlib import Path
+from bundle_operator.document import parse_bundle_text
+from bundle_operator.engine.apply import Options, apply
+from bundle_operator.engine.record import Record
+from bundle_operator.platform.client import PlatformClient
+
+url, token, ws, state, crash_at, root, name, substitutions = sys.argv[1:9]
+counts = {"p": 0, "c": 0, "s": 0}
+
+def reached(step):
+    counts[step] += 1
+    if crash_at == f"{step}{counts[step]}":
+        os._exit(137)
+
+async def persist(record):
+    Path(state).write_text(record.model_dump_json())
+    reached("p")
+
+def counted(step, call):
+    async def then_maybe_die(*args, **kwargs):
+        made = await call(*args, **kwargs)
+        reached(step)
+        return made
+    return then_maybe_die
+
+async def main():
+    parsed = parse_bundle_text(Path(root, "examples", f"{name}.yaml").read_text())
+    setup = yaml.safe_load(Path(root, "examples", "setup", f"{name}.yaml").read_text())
+    async with PlatformClient(url, token=token) as client:
+        client.create = counted("c", client.create)
+        client.put_source = counted("s", client.put_source)
+        record = Record(installation="crash/test", workspace=ws)
+        options = Options(substitutions=json.loads(substitutions))
+        await apply(client, ws, parsed, setup, record, persist, options)
+
+asyncio.run(main())
+"""
+
+
+def crash_install(
+    platform: PlatformProcess, ws: str, state: Path, crash_at: str, name: str, options: Options
+) -> int:
+    """Install example ``name`` in a process that dies at ``crash_at``; its exit code."""
+    substitutions = json.dumps(dict(options.substitutions))
+    argv = [sys.executable, "-c", CRASHING_INSTALL, platform.url, TOKEN, ws, str(state), crash_at]
+    argv += [str(ROOT), name, substitutions]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    return done.returncode

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,77 +10,17 @@ import pytest
 from bundle_operator.engine.apply import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.platform.client import PlatformClient
-from tests.integration.engine.conftest import TOKEN
 from tests.integration.engine.harness import Store, example, install, workspace_state
+from tests.integration.engine.harness import crash_install as crash_example
 from tests.integration.platform.platform_harness import PlatformProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 TRIAGE = Options(substitutions={"model:gpt-4.1": "gpt-5"})
 
-# Runs one install in a separate process and dies (no cleanup, like SIGKILL) right after the
-# record was persisted for the N-th time ("pN"), or right after the N-th platform create answered
-# ("cN": the entity landed, the disk does not know its id): the state file on disk is what survives.
-CRASHING_INSTALL = r"""
-import asyncio, os, sys, yaml
-from pathlib import Path
-from bundle_operator.document import parse_bundle_text
-from bundle_operator.engine.apply import Options, apply
-from bundle_operator.engine.record import Record
-from bundle_operator.platform.client import PlatformClient
-
-url, token, ws, state, crash_at, root = sys.argv[1:7]
-persists = creates = 0
-
-async def persist(record):
-    global persists
-    persists += 1
-    Path(state).write_text(record.model_dump_json())
-    if crash_at == f"p{persists}":
-        os._exit(137)
-
-async def main():
-    parsed = parse_bundle_text(Path(root, "examples/github-triage.yaml").read_text())
-    setup = yaml.safe_load(Path(root, "examples/setup/github-triage.yaml").read_text())
-    async with PlatformClient(url, token=token) as client:
-        create = client.create
-
-        async def create_then_maybe_die(*args, **kwargs):
-            global creates
-            made = await create(*args, **kwargs)
-            creates += 1
-            if crash_at == f"c{creates}":
-                os._exit(137)
-            return made
-
-        client.create = create_then_maybe_die
-        record = Record(installation="crash/test", workspace=ws)
-        options = Options(substitutions={"model:gpt-4.1": "gpt-5"})
-        await apply(client, ws, parsed, setup, record, persist, options)
-
-asyncio.run(main())
-"""
-ROOT = Path(__file__).resolve().parents[3]
-
 
 def crash_install(platform: PlatformProcess, ws: str, state: Path, crash_at: str) -> int:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            CRASHING_INSTALL,
-            platform.url,
-            TOKEN,
-            ws,
-            str(state),
-            str(crash_at),
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    return done.returncode
+    """Install the github-triage example in a process that dies at ``crash_at`` (see harness)."""
+    return crash_example(platform, ws, state, crash_at, "github-triage", TRIAGE)
 
 
 async def assert_owned_exactly(client: PlatformClient, ws: str, record: Record) -> dict[str, list[str]]:

@@ -3,8 +3,6 @@ set, every source, no second set; with other inputs it rolls back to nothing."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,56 +11,17 @@ from bundle_operator.engine.apply import Options, apply
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from tests.integration.engine.conftest import TOKEN
 from tests.integration.engine.harness import Store, example, install, workspace_state
+from tests.integration.engine.harness import crash_install as crash_example
 from tests.integration.platform.platform_harness import PlatformProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 MAPPED = Options(substitutions={"knowledge_source:s3:acme-bylaws": "s3:dormagen-bylaws"})
-ROOT = Path(__file__).resolve().parents[3]
-
-# One install in a separate process that dies (no cleanup, like SIGKILL) right after the N-th
-# platform create answered ("cN") or the N-th source was put ("sN").
-CRASHING_INSTALL = r"""
-import asyncio, os, sys, yaml
-from pathlib import Path
-from bundle_operator.document import parse_bundle_text
-from bundle_operator.engine.apply import Options, apply
-from bundle_operator.engine.record import Record
-from bundle_operator.platform.client import PlatformClient
-
-url, token, ws, state, crash_at, root = sys.argv[1:7]
-counts = {"c": 0, "s": 0}
-
-async def persist(record):
-    Path(state).write_text(record.model_dump_json())
-
-def counted(letter, call):
-    async def wrapper(*args, **kwargs):
-        made = await call(*args, **kwargs)
-        counts[letter] += 1
-        if crash_at == f"{letter}{counts[letter]}":
-            os._exit(137)
-        return made
-    return wrapper
-
-async def main():
-    parsed = parse_bundle_text(Path(root, "examples/building-office.yaml").read_text())
-    setup = yaml.safe_load(Path(root, "examples/setup/building-office.yaml").read_text())
-    async with PlatformClient(url, token=token) as client:
-        client.create = counted("c", client.create)
-        client.put_source = counted("s", client.put_source)
-        record = Record(installation="crash/knowledge", workspace=ws)
-        options = Options(substitutions={"knowledge_source:s3:acme-bylaws": "s3:dormagen-bylaws"})
-        await apply(client, ws, parsed, setup, record, persist, options)
-
-asyncio.run(main())
-"""
 
 
 def crash_install(platform: PlatformProcess, ws: str, state: Path, crash_at: str) -> int:
-    argv = [sys.executable, "-c", CRASHING_INSTALL, platform.url, TOKEN, ws, str(state), crash_at, str(ROOT)]
-    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60).returncode
+    """Install the building-office example in a process that dies at ``crash_at`` (see harness)."""
+    return crash_example(platform, ws, state, crash_at, "building-office", MAPPED)
 
 
 async def owned_exactly(client: PlatformClient, ws: str, record: Record) -> dict[str, list[str]]:
