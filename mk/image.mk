@@ -15,9 +15,9 @@ LOCK_ARGS ?=
 # PIP_FIND_LINKS is emptied so that only PyPI's files (and their hashes) enter the lock.
 LOCK_COMPILE := PIP_FIND_LINKS= CUSTOM_COMPILE_COMMAND='make lock' $(LOCK_TOOLS)/bin/pip-compile \
 	--quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-find-links --no-emit-index-url
-IMAGE ?= bundle-operator:dev
+BUILD_LOCK_FILE := requirements-build.lock
 
-.PHONY: lock image
+.PHONY: lock image image-base
 
 $(LOCK_STAMP):
 	@$(LOCK_PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else \
@@ -45,7 +45,28 @@ lock: $(LOCK_STAMP)
 	  cat $(LOCK_FILE); \
 	} > $(LOCK_TOOLS)/lock.tmp
 	mv $(LOCK_TOOLS)/lock.tmp $(LOCK_FILE)
+	$(LOCK_COMPILE) $(LOCK_ARGS) --only-build-deps --build-deps-for=wheel --output-file $(BUILD_LOCK_FILE) pyproject.toml
+	@{ \
+	  echo '# requirements-build.lock: the tools that build bundle-operator'"'"'s wheel in the image ([build-system]'; \
+	  echo '# requires of pyproject.toml and what the backend asks for a wheel), pinned and hashed, so the image'; \
+	  echo '# never builds with whatever setuptools its base ships. Made by `make lock` with the same pip-compile'; \
+	  echo '# as requirements.lock (--only-build-deps --build-deps-for=wheel). Do not edit by hand.'; \
+	  cat $(BUILD_LOCK_FILE); \
+	} > $(LOCK_TOOLS)/lock.tmp
+	mv $(LOCK_TOOLS)/lock.tmp $(BUILD_LOCK_FILE)
 
-# Needs a container engine (none runs on the development machines): the image of Dockerfile.
-image:
-	docker build --tag $(IMAGE) .
+# The image, built with buildah (installed from Debian's packages when missing). BASE_IMAGE=auto takes
+# the Dockerfile's pinned official base when it is here or can be pulled, else the local base of
+# `make image-base`; name any other Python 3.11 base to use it. docs/image.md says more.
+IMAGE ?= localhost/bundle-operator:dev
+BASE_IMAGE ?= auto
+
+image: $(STAMP)
+	IMAGE=$(IMAGE) BASE_IMAGE=$(BASE_IMAGE) $(BIN)/python scripts/image.py build
+
+# localhost/python-base:bookworm: Python 3.11 from Debian's packages (mmdebstrap), for machines that
+# reach no container registry; its root filesystem is cached in ~/.cache/bundle-operator/image/.
+image-base: $(STAMP)
+	$(BIN)/python scripts/image.py base
+
+TEST_PREREQS += image

@@ -359,6 +359,7 @@ def exact_namespaces(options: RunOptions) -> bool:
 
 async def _run_kopf(options: RunOptions, stop: asyncio.Event, ready: asyncio.Event) -> None:
     import kopf
+    from kopf._core.engines.peering import Identity  # kopf exports no public name for this NewType
 
     settings = kopf.OperatorSettings()
     # Named namespaces need no scanning: without it kopf neither lists namespaces nor watches CRDs,
@@ -375,6 +376,9 @@ async def _run_kopf(options: RunOptions, stop: asyncio.Event, ready: asyncio.Eve
             namespaces=list(options.namespaces),
             # No kopf peering: one replica, or the Lease of --leader-election, keeps reconcilers apart.
             standalone=True,
+            # Without it kopf asks getpwuid() for a user name, which raises KeyError under a uid that
+            # has no passwd entry (OpenShift's arbitrary uids, runAsUser of another number).
+            identity=Identity(default_identity()),
             stop_flag=stop,
             ready_flag=ready,
         )

@@ -1,0 +1,62 @@
+"""Fixtures of the image tests: the image `make image` built, and a control plane of their own.
+
+The chart's operator watches every namespace, so these tests do not share the e2e session's
+control plane (whose operator watches every namespace too): they start one per module.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bundle_operator.devcluster import BinariesNotFound, DevCluster, Kubectl, locate
+from tests.e2e.conftest import ETCD_VERSION, GITHUB_FILES, KUBERNETES_VERSION
+from tests.e2e.operator_harness import apply_crds
+from tests.image.kubelet import Cluster
+from tests.integration.platform.platform_harness import github_stub
+
+# What the embedded platform's extra --github-base-url names: the GitHub stand-in, as its pods see it.
+GITHUB_HOST = "raw.github.test"
+GITHUB_PORT = 80
+
+DEFAULT_IMAGE = "localhost/bundle-operator:dev"
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The image under test (``$IMAGE``, as `make image` names it); the tests fail without it."""
+    name = os.environ.get("IMAGE", DEFAULT_IMAGE)
+    found = subprocess.run(["buildah", "inspect", "--type", "image", name], capture_output=True, check=False)
+    if found.returncode != 0:
+        pytest.fail(f"the image tests need {name}: run `make image` (make test does)")
+    return name
+
+
+@pytest.fixture(scope="module")
+def image_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A control plane for one module, its CRDs applied, and the socket its pods reach it by."""
+    try:
+        binaries = locate(KUBERNETES_VERSION, ETCD_VERSION)
+    except BinariesNotFound as error:
+        pytest.fail(f"the image tests need the real control plane: {error}")
+    control_plane = DevCluster(binaries, workdir=tmp_path_factory.mktemp("image-devcluster"))
+    control_plane.start()
+    try:
+        kubectl = Kubectl(binaries.kubectl, control_plane.kubeconfig)
+        apply_crds(kubectl)
+        port = int(control_plane.server.rsplit(":", 1)[1])
+        # Unix socket paths are limited to 108 bytes: keep the pods' files under a short path.
+        workdir = Path("/tmp") / f"bo-pods-{os.getpid()}-{port}"
+        cluster = Cluster(kubectl, port, control_plane.ca_cert, workdir).start()
+        try:
+            with github_stub(GITHUB_FILES) as stub:
+                cluster.expose_host(GITHUB_HOST, GITHUB_PORT, int(stub.url.rsplit(":", 1)[1]))
+                yield cluster
+        finally:
+            cluster.stop()
+    finally:
+        control_plane.stop()
