@@ -211,7 +211,8 @@ def build(image: str, requested_base: str) -> None:
         sys.exit(f"image: building {image} failed")
     listed = run("buildah", "images", "--format", "{{.Size}} {{.ID}}", image, quiet=True)
     say(
-        f"built {image} on {base} in {time.monotonic() - started:.0f} s (size and id: {listed.stdout.strip()})"
+        f"built {image} on {base} in {time.monotonic() - started:.0f} s"
+        f" (size and id: {listed.stdout.strip()})"
     )
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
-from pathlib import Path
 
 Endpoint = tuple[str, str, int]
 
@@ -70,9 +70,10 @@ async def main(rules: list[str]) -> None:
         listen, _, target = rule.partition("=")
         kind, where, port = parse(listen)
         if kind == "unix":
-            Path(where).unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(where)
             servers.append(await asyncio.start_unix_server(handler(parse(target)), where))
-            Path(where).chmod(0o666)
+            os.chmod(where, 0o666)
         else:
             servers.append(
                 await asyncio.start_server(handler(parse(target)), where, port, reuse_address=True)

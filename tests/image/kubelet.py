@@ -136,6 +136,8 @@ class Cluster:
     def stop(self) -> None:
         for forwarder in self._forwarders:
             forwarder.stop()
+        # A failing test has printed its pod's log tail; nothing else here is worth keeping.
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def readable(directory: Path) -> Path:
