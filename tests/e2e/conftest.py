@@ -6,6 +6,7 @@ fail with the command to run, they are never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 from collections.abc import Iterator
@@ -35,21 +36,28 @@ ETCD_VERSION = pinned_version(ENVTEST / "etcd" / "go.mod", "go.etcd.io/etcd/serv
 _startup: list[str] = []
 
 
-@pytest.fixture(scope="session")
-def devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    """etcd, kube-apiserver and kube-controller-manager on loopback for the whole session."""
+@contextlib.contextmanager
+def control_plane(workdir: Path) -> Iterator[DevCluster]:
+    """etcd, kube-apiserver and kube-controller-manager on loopback, stopped afterwards."""
     try:
         binaries = locate(KUBERNETES_VERSION, ETCD_VERSION)
     except BinariesNotFound as error:
-        pytest.fail(f"the e2e tests need the real control plane: {error}")
-    # Under pytest's temporary directory, so the logs of the last runs stay for a post-mortem.
-    cluster = DevCluster(binaries, workdir=tmp_path_factory.mktemp("devcluster"))
+        pytest.fail(f"these tests need the real control plane: {error}")
+    cluster = DevCluster(binaries, workdir=workdir)
     cluster.start()
-    _startup.append(f"devcluster: /readyz after {cluster.ready_seconds:.1f} s, logs in {cluster.workdir}")
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    """The control plane of the whole session."""
+    # Under pytest's temporary directory, so the logs of the last runs stay for a post-mortem.
+    with control_plane(tmp_path_factory.mktemp("devcluster")) as cluster:
+        _startup.append(f"devcluster: /readyz after {cluster.ready_seconds:.1f} s, logs in {cluster.workdir}")
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bundle_operator.devcluster import BinariesNotFound, DevCluster, Kubectl, locate
-from tests.e2e.conftest import ETCD_VERSION, GITHUB_FILES, KUBERNETES_VERSION
+from bundle_operator.devcluster import Kubectl
+from tests.e2e.conftest import GITHUB_FILES, control_plane
 from tests.e2e.operator_harness import apply_crds
 from tests.image.kubelet import Cluster
 from tests.integration.platform.platform_harness import github_stub
@@ -39,24 +39,16 @@ def image() -> str:
 @pytest.fixture(scope="module")
 def image_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A control plane for one module, its CRDs applied, and the socket its pods reach it by."""
-    try:
-        binaries = locate(KUBERNETES_VERSION, ETCD_VERSION)
-    except BinariesNotFound as error:
-        pytest.fail(f"the image tests need the real control plane: {error}")
-    control_plane = DevCluster(binaries, workdir=tmp_path_factory.mktemp("image-devcluster"))
-    control_plane.start()
-    try:
-        kubectl = Kubectl(binaries.kubectl, control_plane.kubeconfig)
+    with control_plane(tmp_path_factory.mktemp("image-devcluster")) as running:
+        kubectl = Kubectl(running.binaries.kubectl, running.kubeconfig)
         apply_crds(kubectl)
-        port = int(control_plane.server.rsplit(":", 1)[1])
+        port = int(running.server.rsplit(":", 1)[1])
         # Unix socket paths are limited to 108 bytes: keep the pods' files under a short path.
         workdir = Path("/tmp") / f"bo-pods-{os.getpid()}-{port}"
-        cluster = Cluster(kubectl, port, control_plane.ca_cert, workdir).start()
+        cluster = Cluster(kubectl, port, running.ca_cert, workdir).start()
         try:
             with github_stub(GITHUB_FILES) as stub:
                 cluster.expose_host(GITHUB_HOST, GITHUB_PORT, int(stub.url.rsplit(":", 1)[1]))
                 yield cluster
         finally:
             cluster.stop()
-    finally:
-        control_plane.stop()
