@@ -172,6 +172,7 @@ class Pod:
     forwarder: Forwarder | None = None
     log: Path = Path()
     exit_code: int | None = None
+    args: list[str] = field(default_factory=list)  # the argv it runs, set by start()
 
     @property
     def namespace(self) -> str:
@@ -222,12 +223,10 @@ class Pod:
     def _argv(self, env: dict[str, str]) -> list[str]:
         assert self.root is not None
         command = self.container.get("command") or self.root.entrypoint
-        args = (
-            self.container.get("args")
-            if "args" in self.container
-            else (self.root.cmd if "command" not in self.container else [])
-        )
-        return [expand(str(word), env) for word in [*command, *(args or [])]]
+        # As the kubelet: a container that sets its command but no args drops the image's Cmd too.
+        default_args = [] if "command" in self.container else self.root.cmd
+        args = self.container.get("args", default_args) or []
+        return [expand(str(word), env) for word in [*command, *args]]
 
     def _secret_dir(self, name: str, items: list[dict[str, str]] | None, where: Path) -> Path:
         data = self.cluster.kubectl.get("secret", name, self.namespace)
@@ -304,6 +303,7 @@ class Pod:
             raise RuntimeError(f"{self.name}: runAsNonRoot with uid 0 would not start")
         groups = [gid] + ([int(pod_security["fsGroup"])] if "fsGroup" in pod_security else [])
         env = self._env()
+        self.args = self._argv(env)
         spec = {
             "rootfs": str(self.root.rootfs),
             "workdir": self.container.get("workingDir") or self.root.workdir,
@@ -313,7 +313,7 @@ class Pod:
             "no_new_privs": security.get("allowPrivilegeEscalation") is False,
             "readonly_root": bool(security.get("readOnlyRootFilesystem")),
             "mounts": self._mounts(uid, gid),
-            "argv": self._argv(env),
+            "argv": self.args,
             "env": env,
         }
         spec_file = self._dir() / "launch.json"
@@ -336,10 +336,6 @@ class Pod:
                 argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         return self
-
-    @property
-    def args(self) -> list[str]:
-        return list(json.loads((self._dir() / "launch.json").read_text())["argv"])
 
     def serves(self, port: int, path: str) -> int | None:
         """The HTTP status of GET path on the container's port, or None when nothing answers."""
