@@ -53,7 +53,7 @@ from bundle_operator.platform.models import (  # noqa: E402
     McpInstanceCreate,
     McpServerCreate,
 )
-from bundle_operator.platform.reference.process import start_platform  # noqa: E402
+from bundle_operator.reference_platform.process import start_platform  # noqa: E402
 
 TEXT = "ping"
 WARM_UP = 20

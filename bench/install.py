@@ -29,7 +29,7 @@ from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import FaultSpec
-from bundle_operator.platform.reference.process import start_platform
+from bundle_operator.reference_platform.process import start_platform
 
 PER_KIND = 10
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import AgentCreate
-from bundle_operator.platform.reference.process import start_platform
+from bundle_operator.reference_platform.process import start_platform
 
 BUNDLECTL = str(Path(sys.executable).with_name("bundlectl"))
 

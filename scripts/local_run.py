@@ -44,7 +44,7 @@ from bundle_operator.devcluster import (
     locate,
 )
 from bundle_operator.devcluster.binaries import find_kubectl
-from bundle_operator.platform.reference.process import PlatformProcess, start_platform
+from bundle_operator.reference_platform.process import PlatformProcess, start_platform
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = ROOT / "tmp" / "run"

@@ -13,8 +13,6 @@ from typing import Any
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL, PlatformClient
 from bundle_operator.platform.errors import PlatformError
-from bundle_operator.platform.reference.context import DEFAULT_GITHUB_BASE_URL, ServerConfig
-from bundle_operator.platform.reference.server import serve
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -52,8 +50,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--public-url", help="the gateway's public MCP base URL (default http://HOST:PORT/mcp)")
     run.add_argument(
         "--github-base-url",
-        default=DEFAULT_GITHUB_BASE_URL,
-        help=f"where GitHub skills' SKILL.md files are fetched from (default {DEFAULT_GITHUB_BASE_URL})",
+        help="where GitHub skills' SKILL.md files are fetched from (default: GitHub's raw file host)",
     )
     run.add_argument(
         "--discovery-interval",
@@ -72,6 +69,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    # The reference platform is a program of its own: only this command loads it, so no other
+    # command (and not the operator) pays for its server stack.
+    from bundle_operator.reference_platform.context import DEFAULT_GITHUB_BASE_URL, ServerConfig
+    from bundle_operator.reference_platform.server import serve
+
     if not 0 <= args.port <= 65535:
         print("bundlectl platform serve: --port must be 0..65535", file=sys.stderr)
         return EXIT_USAGE
@@ -98,7 +100,7 @@ def _serve(args: argparse.Namespace) -> int:
         fault_injection=args.enable_fault_injection,
         count_calls=args.count_calls,
         public_url=args.public_url,
-        github_base_url=args.github_base_url,
+        github_base_url=args.github_base_url or DEFAULT_GITHUB_BASE_URL,
         discovery_interval=args.discovery_interval,
     )
 

@@ -19,7 +19,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from bundle_operator.platform import catalog, kinds, models
 from bundle_operator.platform.client import page_of
-from bundle_operator.platform.reference.http import MAX_LIMIT, WORKSPACE_PATTERN
+from bundle_operator.platform.conventions import MAX_LIMIT, WORKSPACE_PATTERN
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 WS = "/v1/workspaces/{workspace}"

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from bundle_operator.platform.reference.process import BUNDLECTL, PlatformProcess, start_platform
 from bundle_operator.platform.retry import RetryPolicy
+from bundle_operator.reference_platform.process import BUNDLECTL, PlatformProcess, start_platform
 
 TOKEN = "test-token-not-secret"
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05, max_retry_after=2.0)

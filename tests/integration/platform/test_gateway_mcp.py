@@ -374,8 +374,8 @@ async def test_a_member_that_fails_keeps_its_entries_stale_with_their_curation(a
 async def test_discovery_logs_a_collision_with_an_override_and_serves_the_holder(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, members: Members
 ) -> None:
-    from bundle_operator.platform.reference.context import ServerConfig
-    from bundle_operator.platform.reference.server import start
+    from bundle_operator.reference_platform.context import ServerConfig
+    from bundle_operator.reference_platform.server import start
 
     running = await start(ServerConfig(db_path=tmp_path / "p.db", discovery_interval=1))
     try:

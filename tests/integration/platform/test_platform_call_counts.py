@@ -9,7 +9,7 @@ import httpx
 import pytest
 from platform_harness import TOKEN, PlatformProcess, start_platform
 
-from bundle_operator.platform.reference.call_counts import classify
+from bundle_operator.reference_platform.call_counts import classify
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bundle_operator.platform.reference.cron import CronError, next_run, parse_cron
+from bundle_operator.reference_platform.cron import CronError, next_run, parse_cron
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.errors import NotFound, RateLimited, Unavailable
 from bundle_operator.platform.models import AgentCreate, AgentUpdate, FaultSpec
-from bundle_operator.platform.reference import ServerConfig, start
 from bundle_operator.platform.retry import RetryPolicy
+from bundle_operator.reference_platform import ServerConfig, start
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 

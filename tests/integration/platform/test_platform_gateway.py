@@ -23,7 +23,7 @@ from bundle_operator.platform.models import (
     McpServerUpdate,
     PromptMessage,
 )
-from bundle_operator.platform.reference.gateway_rules import is_gateway_endpoint
+from bundle_operator.reference_platform.gateway_rules import is_gateway_endpoint
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from platform_harness import TOKEN, PlatformProcess
 
-from bundle_operator.platform.reference.app import MAX_BODY
+from bundle_operator.reference_platform.app import MAX_BODY
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 

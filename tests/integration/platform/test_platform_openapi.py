@@ -12,8 +12,8 @@ import yaml
 from platform_harness import TOKEN, PlatformProcess
 
 from bundle_operator.platform.openapi_build import OPENAPI_PATH, render
-from bundle_operator.platform.reference import ServerConfig, create_app
-from bundle_operator.platform.reference.gateway_mcp import ROUTE_NAME
+from bundle_operator.reference_platform import ServerConfig, create_app
+from bundle_operator.reference_platform.gateway_mcp import ROUTE_NAME
 
 pytestmark = pytest.mark.integration
 

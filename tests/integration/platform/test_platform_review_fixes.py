@@ -31,8 +31,8 @@ from bundle_operator.platform.models import (
     SecretRef,
     SecretUpdate,
 )
-from bundle_operator.platform.reference.storage import Store, Tx
 from bundle_operator.platform.retry import parse_retry_after
+from bundle_operator.reference_platform.storage import Store, Tx
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 

@@ -18,8 +18,8 @@ from bundle_operator.platform.models import (
     PromptArgument,
     SchemaFieldIn,
 )
-from bundle_operator.platform.reference import gateway_rules
-from bundle_operator.platform.reference.problems import ApiError
+from bundle_operator.reference_platform import gateway_rules
+from bundle_operator.reference_platform.problems import ApiError
 from tests.unit.document.builders import BASE, analyze, only_issue
 
 NAMES = [

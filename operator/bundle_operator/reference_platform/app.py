@@ -1,0 +1,166 @@
+"""The reference platform's aiohttp application: middlewares, routes and lifecycle."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from bundle_operator.reference_platform import (
+    app_routes,
+    call_counts,
+    endpoint_routes,
+    faults,
+    idempotency_routes,
+    knowledge_routes,
+)
+from bundle_operator.reference_platform.agent_rules import AgentRules, ChannelRules, PolicyRules, TriggerRules
+from bundle_operator.reference_platform.app_rules import AppRules
+from bundle_operator.reference_platform.bundle_rules import EndpointRules, GatewayBundleRules
+from bundle_operator.reference_platform.context import CONTEXT, Context, ServerConfig
+from bundle_operator.reference_platform.discovery import DiscoveryService
+from bundle_operator.reference_platform.entity_routes import EntityRoutes
+from bundle_operator.reference_platform.gateway_mcp import ROUTE_NAME, Gateway, mcp_path_prefix
+from bundle_operator.reference_platform.gateway_routes import GatewayRoutes
+from bundle_operator.reference_platform.http import json_response
+from bundle_operator.reference_platform.kind_rules import KindRules
+from bundle_operator.reference_platform.knowledge_rules import KnowledgeSetRules
+from bundle_operator.reference_platform.mcp_rules import McpInstanceRules, McpServerRules
+from bundle_operator.reference_platform.problems import ApiError, problem_response
+from bundle_operator.reference_platform.secret_store import SecretRules
+from bundle_operator.reference_platform.skill_rules import SkillRules
+from bundle_operator.reference_platform.storage import Store
+
+log = logging.getLogger("bundle_operator.reference_platform")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+MAX_BODY = 8 * 1024 * 1024
+
+RULES: tuple[KindRules, ...] = (
+    McpServerRules(),
+    McpInstanceRules(),
+    SkillRules(),
+    AgentRules(),
+    ChannelRules(),
+    TriggerRules(),
+    PolicyRules(),
+    SecretRules(),
+    GatewayBundleRules(),
+    EndpointRules(),
+    KnowledgeSetRules(),
+    AppRules(),
+)
+
+
+@web.middleware
+async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer every failure as problem+json; unexpected errors are logged without request bodies."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return problem_response(exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+            exc.status, f"http_{exc.status}"
+        )
+        # Neither the path nor the method is repeated: both came from the client.
+        detail = {
+            404: "there is no route for this path",
+            405: "this method is not allowed on this path; the Allow header lists those that are",
+            413: f"the request body is larger than {MAX_BODY} bytes",
+        }.get(exc.status, exc.reason)
+        # 405 must say what is allowed (RFC 9110 section 15.5.6).
+        kept = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
+        return problem_response(ApiError(exc.status, code, detail, headers=kept))
+    except (RecursionError, UnicodeError):
+        # Input no rule caught (text that cannot be encoded, data nested past the stack): the
+        # request is at fault, and a 5xx would make clients repeat it.
+        log.warning("unusable input in %s %s", request.method, request.path, exc_info=True)
+        return problem_response(
+            ApiError(400, "invalid_input", "the request holds data the platform cannot use")
+        )
+    except Exception:
+        log.exception("unexpected error in %s %s", request.method, request.path)
+        return problem_response(ApiError(500, "internal_error", "the platform failed unexpectedly"))
+
+
+def auth_middleware(token: str | None) -> Middleware:
+    """Require ``Authorization: Bearer <token>`` on the API and admin routes when a token is set."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if token is None or request.path == "/healthz":
+            return await handler(request)
+        if request.match_info.route.name == ROUTE_NAME:
+            return await handler(request)  # endpoints check their own keys
+        given = request.headers.get("Authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            raise ApiError(
+                401,
+                "unauthorized",
+                "send Authorization: Bearer <token> with the platform's token",
+                headers={"WWW-Authenticate": 'Bearer realm="platform"'},
+            )
+        return await handler(request)
+
+    return check
+
+
+async def health(request: web.Request) -> web.Response:
+    """GET /healthz: the server is up."""
+    return json_response({"status": "ok"})
+
+
+def create_app(config: ServerConfig) -> web.Application:
+    """The reference platform application for ``config``; the store opens on startup."""
+    middlewares: list[Middleware] = [problem_middleware, auth_middleware(config.token)]
+    if config.fault_injection:
+        middlewares.append(faults.fault_middleware)
+    if config.count_calls:
+        middlewares.insert(0, call_counts.count_middleware)  # outermost: it sees every final status
+    app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY)
+    ctx = Context(config=config, store=Store(config.db_path))
+    if config.public_url:
+        ctx.public_url = config.public_url
+    app[CONTEXT] = ctx
+    gateway = Gateway(ctx.store)
+    discovery = DiscoveryService(ctx.store, interval=config.discovery_interval)
+    app.router.add_get("/healthz", health)
+    # Endpoints answer MCP on the API's own listener, under the public URL's path.
+    app.router.add_route(
+        "*", f"{mcp_path_prefix(config.public_url)}/{{endpoint}}/mcp", gateway.handle, name=ROUTE_NAME
+    )
+    app.router.add_get("/v1/workspaces/{workspace}/gateway-bundles/{bundle_id}/audit", gateway.audit_route)
+    for rules in RULES:
+        EntityRoutes(rules).register(app)
+    GatewayRoutes().register(app)
+    endpoint_routes.register(app)
+    knowledge_routes.register(app)
+    app_routes.register(app)
+    idempotency_routes.register(app)
+    if config.fault_injection:
+        faults.register(app)
+    if config.count_calls:
+        call_counts.register(app)
+
+    async def open_store(app: web.Application) -> None:
+        await ctx.store.open()
+        gateway.start()
+        discovery.start()
+
+    async def close_all(app: web.Application) -> None:
+        await discovery.stop()
+        await gateway.stop()
+        if ctx.session is not None:
+            await ctx.session.close()
+        await ctx.store.close()
+
+    app.on_startup.append(open_store)
+    app.on_cleanup.append(close_all)
+    return app

@@ -1,0 +1,51 @@
+"""What every handler of the reference platform shares: its settings, store and HTTP session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from bundle_operator.reference_platform.storage import Store
+
+DEFAULT_GITHUB_BASE_URL = "https://raw.githubusercontent.com"
+
+
+@dataclass
+class ServerConfig:
+    """Settings of one reference platform process."""
+
+    db_path: Path
+    token: str | None = None
+    fault_injection: bool = False
+    count_calls: bool = False  # the /_admin/calls counters, for benchmarks
+    # The gateway's public MCP base; endpoint URLs are ``{public_url}/{name}/mcp``. None means
+    # ``http://<host>:<port>/mcp`` of the bound socket.
+    public_url: str | None = None
+    github_base_url: str = DEFAULT_GITHUB_BASE_URL
+    github_timeout: float = 10.0
+    # Seconds between discoveries of a gateway member (a member's list_changed comes sooner).
+    discovery_interval: float = 60.0
+
+
+@dataclass
+class Context:
+    """The live state of a running reference platform."""
+
+    config: ServerConfig
+    store: Store
+    public_url: str = "http://127.0.0.1/mcp"
+    session: aiohttp.ClientSession | None = field(default=None)
+
+    def http(self) -> aiohttp.ClientSession:
+        """The shared outbound HTTP session (GitHub skill fetches)."""
+        if self.session is None:
+            self.session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.config.github_timeout)
+            )
+        return self.session
+
+
+CONTEXT: web.AppKey[Context] = web.AppKey("platform_context", Context)

@@ -1,0 +1,256 @@
+"""What one endpoint serves right now, read from the store in one transaction.
+
+An ``EndpointView`` is everything an MCP request to the endpoint needs: who may call it, the
+tools under their presented names with merged annotations, the bundle's own prompts and
+resources, the members' curated prompts and resources, and how to reach each member. Views are
+cached per store generation, so a request reads the database only after something changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from bundle_operator.platform import kinds
+from bundle_operator.reference_platform import gateway_rules as rules
+from bundle_operator.reference_platform.bundle_rules import API_KEY_PURPOSE
+from bundle_operator.reference_platform.gateway_catalog import entry_views, members_in_order, tool_views
+from bundle_operator.reference_platform.kind_rules import owned_secret_key
+from bundle_operator.reference_platform.member_link import MemberLink, member_link
+from bundle_operator.reference_platform.storage import Row, Tx
+
+BUNDLE_SCHEME = "bundle:"
+OWN_RESOURCE_PREFIX = "bundle://resources/"
+# Annotation keys the write-as-read profile rewrites; an explicit override of either wins.
+_WRITE_KEYS = ("readOnlyHint", "destructiveHint")
+
+
+@dataclass(frozen=True)
+class ServedTool:
+    """A tool as the endpoint presents it, and where calls to it go."""
+
+    presented: str
+    member: str
+    tool: str
+    link: MemberLink | None
+    listing: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MemberPrompt:
+    """A member's prompt as the endpoint presents it."""
+
+    presented: str
+    member: str
+    name: str
+    link: MemberLink | None
+    listing: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MemberResource:
+    """A member's resource the endpoint passes through under its own URI."""
+
+    uri: str
+    member: str
+    link: MemberLink | None
+    listing: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EndpointView:
+    """Everything a request to one endpoint needs, as the store stood at one generation."""
+
+    endpoint_id: str
+    workspace: str
+    name: str
+    enabled: bool
+    auth_mode: str
+    profile: str
+    api_key: str | None
+    bundle_id: str
+    bundle_name: str
+    description: str
+    tools: dict[str, ServedTool] = field(default_factory=dict)
+    # Presented names the bundle knows but does not serve, with the reason (for clear errors).
+    withheld_tools: dict[str, str] = field(default_factory=dict)
+    own_prompts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    own_resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    member_prompts: dict[str, MemberPrompt] = field(default_factory=dict)
+    hidden_prompts: frozenset[str] = frozenset()
+    member_resources: dict[str, MemberResource] = field(default_factory=dict)
+    hidden_uris: frozenset[str] = frozenset()
+
+    def fingerprint(self, what: str) -> str:
+        """A hash of what ``tools/list``, ``prompts/list`` or ``resources/list`` would answer."""
+        if what == "tools":
+            shown: Any = [self.bundle_name, [t.listing for t in self.tools.values()]]
+        elif what == "prompts":
+            shown = [list(self.own_prompts.values()), [p.listing for p in self.member_prompts.values()]]
+        else:
+            shown = [list(self.own_resources.values()), [r.listing for r in self.member_resources.values()]]
+        return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def merged_annotations(
+    upstream: dict[str, Any], overrides: dict[str, Any] | None, profile: str
+) -> dict[str, Any]:
+    """Upstream annotations, the profile's rewrite, then overrides shallow-merged (null removes)."""
+    merged = dict(upstream)
+    overrides = overrides or {}
+    if profile == "ChatGPT" and not any(key in overrides for key in _WRITE_KEYS):
+        # ChatGPT refuses tools that say they write; present every tool as a read.
+        merged["readOnlyHint"] = True
+        merged.pop("destructiveHint", None)
+    for key, value in overrides.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _links(tx: Tx, workspace: str, bundle: Row) -> dict[str, MemberLink | None]:
+    links: dict[str, MemberLink | None] = {}
+    for member in members_in_order(tx, bundle):
+        instance = tx.get(workspace, kinds.MCP_INSTANCES.path, member.data["mcp_instance_id"])
+        links[member.key] = member_link(tx, workspace, instance) if instance else None
+    return links
+
+
+def _tools(
+    tx: Tx, workspace: str, bundle: Row, profile: str, links: dict[str, MemberLink | None]
+) -> tuple[dict[str, ServedTool], dict[str, str]]:
+    served: dict[str, ServedTool] = {}
+    withheld: dict[str, str] = {}
+    for view in tool_views(tx, workspace, bundle):
+        name = view["presented_name"]
+        if not view["served"]:
+            if not view["enabled"]:
+                reason = "is disabled in this bundle"
+            elif not view["member_enabled"]:
+                reason = f"belongs to the member '{view['member']}', which is disabled in this bundle"
+            elif view["stale"]:
+                reason = f"is not offered by the member '{view['member']}' now"
+            else:
+                reason = f"is shadowed by {view['shadowed_by']}, which holds its name"
+            withheld.setdefault(name, reason)
+            continue
+        definition = view["definition"] or {}
+        listing: dict[str, Any] = {
+            "name": name,
+            "description": view["override_description"] or definition.get("description") or "",
+            "inputSchema": definition.get("input_schema") or {"type": "object"},
+            "annotations": merged_annotations(
+                definition.get("annotations") or {}, view["override_annotations"], profile
+            ),
+        }
+        title = view["override_title"] or definition.get("title")
+        if title:
+            listing["title"] = title
+        served[name] = ServedTool(name, view["member"], view["tool"], links.get(view["member"]), listing)
+    return served, withheld
+
+
+def _own(tx: Tx, bundle: Row, kind: str) -> dict[str, dict[str, Any]]:
+    rows = sorted(tx.entries(bundle.id, kind), key=lambda row: row.key)
+    return {row.key: dict(row.data) for row in rows}
+
+
+def _member_prompts(
+    tx: Tx, workspace: str, bundle: Row, enabled: dict[str, bool], links: dict[str, MemberLink | None]
+) -> tuple[dict[str, MemberPrompt], frozenset[str]]:
+    served: dict[str, MemberPrompt] = {}
+    hidden: set[str] = set()
+    for view in entry_views(tx, workspace, bundle, "prompts", rules.MEMBER_PROMPT):
+        presented = view["presented_name"]
+        if not (view["enabled"] and enabled.get(view["member"], False)) or view["stale"]:
+            hidden.add(presented)
+            continue
+        definition = view["definition"] or {}
+        listing: dict[str, Any] = {
+            "name": presented,
+            "description": view["description"] or definition.get("description") or "",
+            "arguments": [
+                {"name": a["name"], "description": a.get("description") or "", "required": a.get("required")}
+                for a in definition.get("arguments") or []
+            ],
+        }
+        title = view["title"] or definition.get("title")
+        if title:
+            listing["title"] = title
+        served[presented] = MemberPrompt(
+            presented, view["member"], view["name"], links.get(view["member"]), listing
+        )
+    return served, frozenset(hidden - set(served))
+
+
+def _member_resources(
+    tx: Tx, workspace: str, bundle: Row, enabled: dict[str, bool], links: dict[str, MemberLink | None]
+) -> tuple[dict[str, MemberResource], frozenset[str]]:
+    served: dict[str, MemberResource] = {}
+    hidden: set[str] = set()
+    for view in entry_views(tx, workspace, bundle, "resources", rules.MEMBER_RESOURCE):
+        uri = view["uri"]
+        if uri.lower().startswith(BUNDLE_SCHEME):
+            continue  # the bundle's own resources own that scheme
+        if not (view["enabled"] and enabled.get(view["member"], False)) or view["stale"]:
+            hidden.add(uri)
+            continue
+        if uri in served:
+            continue  # the first enabled member in member order serves a URI
+        definition = view["definition"] or {}
+        listing: dict[str, Any] = {
+            "uri": uri,
+            "name": definition.get("name") or uri,
+            "description": view["description"] or definition.get("description") or "",
+        }
+        title = view["title"] or definition.get("title")
+        if title:
+            listing["title"] = title
+        if definition.get("mime_type"):
+            listing["mimeType"] = definition["mime_type"]
+        served[uri] = MemberResource(uri, view["member"], links.get(view["member"]), listing)
+    return served, frozenset(hidden - set(served))
+
+
+def endpoint_view(tx: Tx, name: str) -> EndpointView | None:
+    """The view of the endpoint named ``name`` (endpoint names are unique across the gateway)."""
+    endpoint = tx.find_name(kinds.ENDPOINTS.path, name)
+    if endpoint is None:
+        return None
+    workspace = endpoint.workspace
+    bundle = tx.get(workspace, kinds.GATEWAY_BUNDLES.path, endpoint.data["gateway_bundle_id"])
+    if bundle is None:
+        return None
+    profile = str(endpoint.data.get("profile") or "Default")
+    links = _links(tx, workspace, bundle)
+    enabled = {m.key: bool(m.data["enabled"]) for m in members_in_order(tx, bundle)}
+    tools, withheld = _tools(tx, workspace, bundle, profile, links)
+    member_prompts, hidden_prompts = _member_prompts(tx, workspace, bundle, enabled, links)
+    member_resources, hidden_uris = _member_resources(tx, workspace, bundle, enabled, links)
+    api_key = None
+    if endpoint.data["auth_mode"] == "ApiKey":
+        api_key = tx.secret(owned_secret_key(endpoint.id, API_KEY_PURPOSE))
+    return EndpointView(
+        endpoint_id=endpoint.id,
+        workspace=workspace,
+        name=name,
+        enabled=bool(endpoint.data.get("enabled", True)),
+        auth_mode=str(endpoint.data["auth_mode"]),
+        profile=profile,
+        api_key=api_key,
+        bundle_id=bundle.id,
+        bundle_name=str(bundle.data["name"]),
+        description=str(bundle.data.get("description") or ""),
+        tools=tools,
+        withheld_tools=withheld,
+        own_prompts=_own(tx, bundle, rules.PROMPT),
+        own_resources=_own(tx, bundle, rules.RESOURCE),
+        member_prompts=member_prompts,
+        hidden_prompts=hidden_prompts,
+        member_resources=member_resources,
+        hidden_uris=hidden_uris,
+    )

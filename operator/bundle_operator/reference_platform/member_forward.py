@@ -1,0 +1,118 @@
+"""A thin pass-through for ``tools/call`` to members that speak the 2026-07-28 wire.
+
+On that wire every request is a self-contained JSON-RPC POST, so the gateway can hand a call to
+the member without a client session in between: one POST on a pooled connection, and the
+member's result passed back as the member wrote it (the handler returns the raw result, which
+the SDK's server sends on). Measured on loopback, this takes most of the gateway's cost per call
+out (bench/gateway.py). Everything else (discovery, prompts, resources, handshake-era members)
+goes through the SDK's client.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import aiohttp
+from mcp.shared.exceptions import MCPError
+from mcp_types import HEADER_MISMATCH, INTERNAL_ERROR
+
+from bundle_operator.reference_platform.member_link import MEMBER_TIMEOUT, MemberLink
+
+_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+_CLIENT_INFO = {"name": "bundle-operator-gateway", "version": "1"}
+
+
+class HeaderMismatch(Exception):
+    """The member wants the call sent with headers only its SDK client derives; nothing ran."""
+
+
+class MemberForwarder:
+    """POSTs calls to members over one pooled aiohttp session."""
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+        self._ids = itertools.count(1)
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=MEMBER_TIMEOUT * 10, sock_connect=MEMBER_TIMEOUT),
+                connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=60),
+            )
+        return self._session
+
+    async def call_tool(
+        self, link: MemberLink, version: str, tool: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The member's result of ``tools/call``, unchanged but for its server identity stamp."""
+        request_id = next(self._ids)
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "_meta": meta},
+        }
+        headers = {
+            **dict(link.headers),
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": version,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": tool,
+        }
+        async with self._http().post(link.url, data=json.dumps(body), headers=headers) as response:
+            kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if kind == "text/event-stream":
+                message = await _from_stream(response, request_id)
+            elif kind == "application/json":
+                message = await response.json(content_type=None)
+            else:
+                raise MCPError(
+                    code=INTERNAL_ERROR, message=f"the member answered HTTP {response.status} without JSON"
+                )
+        error = message.get("error") if isinstance(message, dict) else None
+        if isinstance(error, dict):
+            if error.get("code") == HEADER_MISMATCH:
+                raise HeaderMismatch()
+            raise MCPError(
+                code=int(error.get("code", INTERNAL_ERROR)),
+                message=str(error.get("message", "")),
+                data=error.get("data"),
+            )
+        result = message.get("result") if isinstance(message, dict) else None
+        if not isinstance(result, dict):
+            raise MCPError(code=INTERNAL_ERROR, message="the member answered without a result")
+        stamp = result.get("_meta")
+        if isinstance(stamp, dict) and _SERVER_INFO in stamp:
+            # The member's identity is not the gateway's: the gateway's server stamps its own.
+            result["_meta"] = {k: v for k, v in stamp.items() if k != _SERVER_INFO} or None
+            if result["_meta"] is None:
+                del result["_meta"]
+        return result
+
+    async def close(self) -> None:
+        """Close the pooled connections."""
+        if self._session is not None:
+            await self._session.close()
+
+
+async def _from_stream(response: aiohttp.ClientResponse, request_id: int) -> dict[str, Any]:
+    """The JSON-RPC answer to ``request_id`` on an SSE response (notifications before it pass)."""
+    data: list[str] = []
+    async for raw in response.content:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+        elif line == "" and data:
+            message = json.loads("\n".join(data))
+            data = []
+            if isinstance(message, dict) and message.get("id") == request_id:
+                return message
+    raise MCPError(code=INTERNAL_ERROR, message="the member's stream ended without an answer")
