@@ -517,7 +517,7 @@ def test_platform_outage_of_a_minute_converges_without_a_hot_loop(
         retries = metric_sum(during, RECONCILES, kind="BundleInstallation", result="retry") - metric_sum(
             before, RECONCILES, kind="BundleInstallation", result="retry"
         )
-        # The bounds, from the backoff design (k8s/installation.py backoff(), platform/retry.py).
+        # The bounds, from the backoff design (k8s/reconcile.py backoff(), platform/retry.py).
         # A failed reconcile is retried after backoff(attempt), at least 2**attempt s (1, 2, 4, 8, 16,
         # 32 s): within a minute an installation runs at most 1 (in flight when the platform went) + 6
         # reconciles; a Ready one runs its drift check at most once per interval (5m): 1. A reconcile

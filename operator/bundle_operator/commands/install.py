@@ -30,9 +30,10 @@ from bundle_operator.document.gateway_rules import GATEWAY_ENTITY
 from bundle_operator.document.issues import Code, Issue, blocking
 from bundle_operator.document.keys import keyed_entities
 from bundle_operator.engine.analyze import analyze_offline
-from bundle_operator.engine.apply import BUNDLE_INVALID, Blocked, InstallFailed, Options, apply, plan
+from bundle_operator.engine.apply import BUNDLE_INVALID, Blocked, InstallFailed, apply
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.merge import OnConflict
+from bundle_operator.engine.plan import Options, plan
 from bundle_operator.engine.preview import Preview
 from bundle_operator.platform.errors import PlatformError
 

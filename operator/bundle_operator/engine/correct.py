@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from bundle_operator.engine.apply import Blocked, Plan, writer_for
+from bundle_operator.engine.apply import Blocked, writer_for
+from bundle_operator.engine.plan import Plan
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.writer import Persist
 from bundle_operator.platform.errors import PlatformError

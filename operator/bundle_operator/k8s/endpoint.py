@@ -1,8 +1,13 @@
-"""The level-based reconcile of an Endpoint: find the gateway its BundleInstallation installed,
-make the platform endpoint match the spec, keep the issued API key in a Secret the Endpoint owns,
-and report the URL, the served tools and the members' health. Create, update, resume, the refresh
-timer, a changed installation or Secret and the reconcile annotation all come here. No kopf types:
-handlers call it and map ``Retry``.
+"""The level-based reconcile of an Endpoint, as named steps in the manner of an external-resource
+reconciler (observe, create, update, then the credentials):
+
+    read_spec -> target -> own_secret -> observe -> create -> update -> credentials -> report
+
+It finds the gateway its BundleInstallation installed, makes the platform endpoint match the
+spec, keeps the issued API key in a Secret the Endpoint owns, and reports the URL, the served
+tools and the members' health. A step returns what the next needs, or ``Done`` when the run ends
+there. Create, update, resume, the refresh timer, a changed installation or Secret and the
+reconcile annotation all come here. No kopf types: handlers call it and map ``Retry``.
 
 The platform endpoint is found again by name and gateway bundle (its name is the Endpoint's
 ``metadata.name``), so no id needs to live in spec or status. An API key is shown by the platform
@@ -12,121 +17,58 @@ logs or errors).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import json
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 from pydantic import SecretStr, ValidationError
 
 from bundle_operator.k8s import conditions as cond
-from bundle_operator.k8s.events import Events
-from bundle_operator.k8s.installation import (
-    ANNOTATION_PAUSED,
-    OperatorSettings,
-    Retry,
-    StatusDraft,
-    backoff,
-    is_paused,
+from bundle_operator.k8s.endpoint_secret import (
+    KIND,
+    LABEL_ENDPOINT,
+    key_needed,
+    label_value,
+    owned_by,
+    predecessor_owns,
+    remembered_rotation,
+    rotation_request,
+    secret_body,
+    secret_current,
 )
+from bundle_operator.k8s.endpoint_status import EndpointStatus, cleared, ready_conditions, served_view
+from bundle_operator.k8s.endpoint_target import Target, Waiting, find_target
+from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.logs import REDACTOR, object_extra
 from bundle_operator.k8s.metrics import ReconcileResult
 from bundle_operator.k8s.platforms import PlatformPool
-from bundle_operator.k8s.resources import (
-    API_VERSION,
-    ENDPOINT_NAME_PATTERN,
-    ENDPOINT_PLURAL,
-    INSTALLATION_PLURAL,
-    BundleInstallationSpec,
-    EndpointSpec,
+from bundle_operator.k8s.reconcile import (
+    ANNOTATION_PAUSED,
+    Done,
+    OperatorSettings,
+    Retry,
+    backoff,
+    is_paused,
+    kube_retry,
+    retry_after,
+    temporary,
 )
-from bundle_operator.k8s.setup import SetupProblem, secret_value
+from bundle_operator.k8s.resources import ENDPOINT_NAME_PATTERN, EndpointSpec
+from bundle_operator.k8s.setup import SetupProblem
 from bundle_operator.platform import kinds
-from bundle_operator.platform.errors import (
-    Conflict,
-    NotFound,
-    PlatformError,
-    PreconditionFailed,
-    Refused,
-    Unavailable,
-)
-from bundle_operator.platform.models import (
-    Endpoint,
-    EndpointCreate,
-    EndpointUpdate,
-    GatewayMember,
-    GatewayTool,
-)
-from bundle_operator.platform.protocol import PlatformAPI
+from bundle_operator.platform.errors import Conflict, NotFound, PlatformError, PreconditionFailed, Refused
+from bundle_operator.platform.models import Endpoint, EndpointCreate, EndpointUpdate
 
 log = logging.getLogger(__name__)
 
-KIND = "Endpoint"
-ANNOTATION_ROTATE = "bundle-operator.dev/rotate-key-requested-at"
-# On the credentials Secret: the rotation request its key answers, and the endpoint it belongs to.
-ANNOTATION_ROTATED_FOR = "bundle-operator.dev/rotated-for"
-ANNOTATION_ENDPOINT_ID = "bundle-operator.dev/endpoint-id"
-LABEL_ENDPOINT = "bundle-operator.dev/endpoint"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-KEY_API_KEY = "apiKey"
-KEY_URL = "url"
 _NAME = re.compile(ENDPOINT_NAME_PATTERN)
-
-
-class Waiting(Exception):
-    """Something the Endpoint needs is not there yet; it continues by itself once it is."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where the platform endpoint lives, as the referenced installation says."""
-
-    installation: str
-    platform_url: str
-    platform: PlatformAPI
-    workspace: str
-    gateway_id: str
-
-
-# --- pure parts ------------------------------------------------------------------------------------
-
-
-def gateway_id(installation_status: dict[str, Any] | None) -> str | None:
-    """The platform id of the gateway bundle an installation installed, if it did."""
-    for entity in (installation_status or {}).get("entities") or []:
-        if isinstance(entity, dict) and entity.get("kind") == "gateway" and entity.get("id"):
-            return str(entity["id"])
-    return None
-
-
-def installation_marker(installation: dict[str, Any] | None) -> str:
-    """What of an installation its Endpoints depend on, hashed: changes only when one of them does."""
-    if installation is None:
-        return "deleted"
-    spec = installation.get("spec") or {}
-    meta = installation.get("metadata") or {}
-    status = installation.get("status") or {}
-    relevant = {
-        "gateway": gateway_id(status),
-        "platform": spec.get("platform"),
-        "workspace": spec.get("workspace"),
-        "deleting": bool(meta.get("deletionTimestamp")),
-        "installed": cond.is_true(status, "Installed"),
-    }
-    text = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def idempotency_key(uid: str, body: EndpointCreate) -> str:
@@ -146,197 +88,37 @@ def wanted_update(spec: EndpointSpec, endpoint: Endpoint) -> EndpointUpdate | No
     return EndpointUpdate(**changes) if changes else None
 
 
-def owned_by(obj: dict[str, Any], uid: str) -> bool:
-    """Whether ``obj`` has an ownerReference to the object with ``uid``."""
-    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(isinstance(o, dict) and o.get("uid") == uid for o in owners)
+@dataclass
+class Run:
+    """One reconcile of one Endpoint: the object, its status draft, and what the run did or,
+    paused, would have done."""
 
+    body: dict[str, Any]
+    status: EndpointStatus
+    attempt: int
+    paused: bool
+    done: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
 
-def predecessor_owns(obj: dict[str, Any], name: str) -> bool:
-    """Whether ``obj`` belongs to an Endpoint of the same name that was deleted (another uid)."""
-    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(
-        isinstance(o, dict)
-        and o.get("apiVersion") == API_VERSION
-        and o.get("kind") == KIND
-        and o.get("name") == name
-        for o in owners
-    )
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
 
+    @property
+    def uid(self) -> str:
+        return str(self.body["metadata"]["uid"])
 
-def rotation_request(body: dict[str, Any]) -> str:
-    """The value of the rotate-key annotation ('' when there is none)."""
-    annotations = (body.get("metadata") or {}).get("annotations") or {}
-    return str(annotations.get(ANNOTATION_ROTATE) or "").strip()
-
-
-def key_needed(secret: dict[str, Any] | None, endpoint_id: str, rotation: str) -> str | None:
-    """Why a new key must be issued for the Secret, or None: ``missing`` (no Secret or no apiKey,
-    and a key can never be read back), ``endpoint`` (the key is another endpoint's) or ``rotation``
-    (a rotation was asked for that the Secret's key does not answer yet)."""
-    if secret is None or not (secret.get("data") or {}).get(KEY_API_KEY):
-        return "missing"
-    annotations = (secret.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(ANNOTATION_ENDPOINT_ID) != endpoint_id:
-        return "endpoint"
-    if rotation and annotations.get(ANNOTATION_ROTATED_FOR, "") != rotation:
-        return "rotation"
-    return None
-
-
-def remembered_rotation(secret: dict[str, Any] | None) -> str:
-    """The rotation request the Secret's key answers ('' when none)."""
-    annotations = ((secret or {}).get("metadata") or {}).get("annotations") or {}
-    return str(annotations.get(ANNOTATION_ROTATED_FOR) or "")
-
-
-def label_value(value: str) -> str:
-    """``value`` as a label value (hashed when it would not fit)."""
-    if len(value) <= 63 and re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", value):
-        return value
-    return hashlib.sha256(value.encode()).hexdigest()[:40]
-
-
-def secret_body(
-    endpoint_obj: dict[str, Any],
-    name: str,
-    existing: dict[str, Any] | None,
-    *,
-    api_key: SecretStr | None,
-    url: str,
-    endpoint_id: str,
-    rotated_for: str,
-) -> dict[str, Any]:
-    """The credentials Secret: ``apiKey`` (the new one, else the existing one) and ``url``, owned by
-    the Endpoint; with ``existing`` it keeps that Secret's labels, annotations and resourceVersion."""
-    meta = endpoint_obj["metadata"]
-    old_meta = (existing or {}).get("metadata") or {}
-    old_data = dict((existing or {}).get("data") or {})
-    if api_key is not None:
-        old_data[KEY_API_KEY] = base64.b64encode(api_key.get_secret_value().encode()).decode()
-    old_data[KEY_URL] = base64.b64encode(url.encode()).decode()
-    annotations = dict(old_meta.get("annotations") or {})
-    annotations[ANNOTATION_ENDPOINT_ID] = endpoint_id
-    annotations[ANNOTATION_ROTATED_FOR] = rotated_for
-    labels = dict(old_meta.get("labels") or {})
-    labels[LABEL_MANAGED_BY] = "bundle-operator"
-    labels[LABEL_ENDPOINT] = label_value(meta["name"])
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": meta["namespace"],
-        "labels": labels,
-        "annotations": annotations,
-        "ownerReferences": [
-            {
-                "apiVersion": API_VERSION,
-                "kind": KIND,
-                "name": meta["name"],
-                "uid": meta["uid"],
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
-    }
-    if old_meta.get("resourceVersion"):
-        metadata["resourceVersion"] = old_meta["resourceVersion"]
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata, "data": old_data}
-
-
-def secret_current(secret: dict[str, Any], url: str, endpoint_id: str, rotated_for: str) -> bool:
-    """Whether an owned Secret already says what it should (the key itself cannot be checked)."""
-    data = secret.get("data") or {}
-    annotations = (secret.get("metadata") or {}).get("annotations") or {}
-    return (
-        data.get(KEY_URL) == base64.b64encode(url.encode()).decode()
-        and annotations.get(ANNOTATION_ENDPOINT_ID) == endpoint_id
-        and annotations.get(ANNOTATION_ROTATED_FOR, "") == rotated_for
-    )
-
-
-def served_view(
-    endpoint: Endpoint | None, tools: list[GatewayTool], members: list[GatewayMember]
-) -> dict[str, Any]:
-    """status.url, presentedTools (served ones, in the platform's order) and members."""
-    return {
-        "url": endpoint.url if endpoint is not None else None,
-        "presentedTools": [t.presented_name for t in tools if t.served],
-        "members": [{"name": m.name, "healthy": m.healthy, "message": m.message or ""} for m in members],
-    }
-
-
-def ready_conditions(spec: EndpointSpec, view: dict[str, Any], *, paused: bool = False) -> list[cond.Cond]:
-    """Ready with a message a person can act on: what is served, and which members are unhealthy."""
-    members: list[dict[str, Any]] = view["members"]
-    tools = len(view["presentedTools"])
-    unhealthy = [m["name"] for m in members if not m["healthy"]]
-    if not spec.enabled:
-        reason = "Disabled"
-        message = (
-            f"the endpoint at {view['url']} is disabled (spec.enabled is false); set it to true to serve"
-        )
-    else:
-        reason = "Serving"
-        message = f"serving {tools} tools from {len(members)} members at {view['url']}"
-    if unhealthy:
-        shown = ", ".join(unhealthy[:5]) + (f" and {len(unhealthy) - 5} more" if len(unhealthy) > 5 else "")
-        message += f"; unhealthy members: {shown} (see status.members)"
-    if paused:
-        reason = "Paused"
-        message = (
-            f"up to date; the {ANNOTATION_PAUSED} annotation is set, so nothing would be written: {message}"
-        )
-    return cond.ready(reason, message)
-
-
-def _temporary(exc: PlatformError) -> bool:
-    # 412: the endpoint changed since it was read. 404: it (or the gateway) went away between two
-    # calls of this run; the next run finds out what is there now.
-    return isinstance(exc, Unavailable | PreconditionFailed | NotFound) or (
-        exc.status is not None and exc.status >= 500
-    )
-
-
-# --- status ---------------------------------------------------------------------------------------
+    @property
+    def namespace(self) -> str:
+        return str(self.body["metadata"]["namespace"])
 
 
 @dataclass
-class _Status(StatusDraft):
-    """The Endpoint's status; written only when something changed."""
+class Observed:
+    """The platform endpoint as this run leaves it (None: missing, and paused), and a key it issued."""
 
-    def served(self, view: dict[str, Any]) -> None:
-        self.patch.update(view)
-
-    def changed(self) -> bool:
-        previous = self.previous()
-        for key, value in self.patch.items():
-            if key == "conditions":
-                if _comparable(value) != _comparable(previous.get(key) or []):
-                    return True
-            elif (previous.get(key) if key in previous else _EMPTY.get(key)) != value:
-                return True
-        return False
-
-    async def write(self, *, observed: bool = True) -> None:
-        if observed:
-            self.patch["observedGeneration"] = self.generation
-        if not self.changed() or not await self.send(ENDPOINT_PLURAL, observed=observed):
-            return
-        # A later write in the same run compares with what is there now.
-        self.body = {**self.body, "status": {**self.previous(), **self.patch}}
-
-
-_EMPTY: dict[str, Any] = {"url": None, "presentedTools": [], "members": [], "observedGeneration": None}
-
-
-def _comparable(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted((dict(c) for c in conditions if isinstance(c, dict)), key=lambda c: str(c.get("type")))
-
-
-def _cleared() -> dict[str, Any]:
-    return {"url": None, "presentedTools": [], "members": []}
-
-
-# --- the reconciler -------------------------------------------------------------------------------
+    endpoint: Endpoint | None
+    issued: SecretStr | None = None
 
 
 class EndpointReconciler:
@@ -350,82 +132,245 @@ class EndpointReconciler:
         self.platforms = platforms
         self.events = events
 
-    # --- inputs ----------------------------------------------------------------------------------
-
-    async def _platform(
-        self, namespace: str, installation: str, spec: BundleInstallationSpec
-    ) -> tuple[str, PlatformAPI]:
-        """The installation's platform connection, exactly as the installation resolves it."""
-        where = f"BundleInstallation '{installation}'"
-        if spec.platform is not None:
-            token = None
-            if spec.platform.token_secret_ref is not None:
-                try:
-                    token = await secret_value(
-                        self.kube, namespace, spec.platform.token_secret_ref, "spec.platform.tokenSecretRef"
-                    )
-                except SetupProblem as exc:
-                    raise SetupProblem(exc.reason, f"{where}: {exc.message}") from None
-            return spec.platform.url, self.platforms.get(spec.platform.url, token)
-        url = self.settings.default_platform_url
-        if not url:
-            raise SetupProblem(
-                "NoPlatform",
-                f"{where} names no platform and the operator has no default: set its spec.platform.url, "
-                "or start the operator with --platform-url",
-            )
-        return url, self.platforms.get(url, self.settings.default_token())
-
-    async def _target(self, namespace: str, spec: EndpointSpec, *, deleting_ok: bool = False) -> Target:
-        """Where the endpoint lives; Waiting while the installation has no gateway to expose. With
-        ``deleting_ok`` an installation being deleted still counts (the Endpoint's own delete)."""
-        ref = spec.installation_ref.name
-        installation = await self.kube.read_custom(INSTALLATION_PLURAL, namespace, ref)
-        if installation is None:
-            raise Waiting(
-                "InstallationNotFound",
-                f"waiting for BundleInstallation '{ref}' (spec.installationRef) in namespace '{namespace}'; "
-                "create it (the Endpoint continues by itself once it has installed a gateway)",
-            )
-        if (installation.get("metadata") or {}).get("deletionTimestamp") and not deleting_ok:
-            raise Waiting(
-                "InstallationDeleting",
-                f"BundleInstallation '{ref}' is being deleted, and its gateway with it; the Endpoint "
-                "waits for a new installation of that name",
-            )
+    async def reconcile(self, body: dict[str, Any], *, attempt: int = 0) -> ReconcileResult:
+        """Bring the platform endpoint and the credentials Secret to the spec; the result for metrics."""
+        run = Run(body, EndpointStatus(self.kube, body), attempt, is_paused(body))
+        spec = self._read_spec(run)
+        if isinstance(spec, Done):
+            await run.status.write()
+            return spec.result
         try:
-            installation_spec = BundleInstallationSpec.model_validate(installation.get("spec") or {})
-        except ValidationError:
-            raise Waiting(
-                "InstallationNotInstalled",
-                f"waiting for BundleInstallation '{ref}', whose spec is invalid (see its status); fix it",
-            ) from None
-        status = installation.get("status") or {}
-        gateway = gateway_id(status)
-        if gateway is None:
-            if cond.is_true(status, "Installed"):
-                raise Waiting(
-                    "NoGateway",
-                    f"BundleInstallation '{ref}' installed a bundle without a gateway section, so there "
-                    "is nothing to serve; add a gateway section to its Bundle (the Endpoint continues by "
-                    "itself)",
+            return (await self._run(run, spec)).result
+        except Waiting as exc:
+            # Not a kopf retry: a delayed handler would not run before its delay is out, however
+            # soon the installation changes. Its changes nudge the Endpoint, and the refresh timer
+            # looks again in the meantime.
+            run.status.served(cleared())
+            run.status.conditions(cond.progressing(exc.reason, exc.message))
+            await run.status.write(observed=False)
+            return "retry"
+        except SetupProblem as exc:
+            run.status.conditions(cond.stalled(exc.reason, exc.message))
+            await run.status.write()
+            return "stalled"
+        except KubeError as exc:
+            raise kube_retry(exc, attempt) from None
+        except PlatformError as exc:
+            if temporary(exc):
+                run.status.conditions(
+                    cond.progressing("PlatformUnavailable", f"the platform answered {exc}; retrying")
                 )
-            ready = cond.condition_of(status, "Ready") or {}
-            detail = f" (its Ready condition: {ready.get('reason')}: {ready.get('message')})" if ready else ""
-            raise Waiting(
-                "InstallationNotInstalled",
-                f"waiting for BundleInstallation '{ref}' to install its bundle's gateway{detail}",
+                await run.status.write(observed=False)
+                raise Retry(str(exc), backoff(attempt, retry_after=retry_after(exc))) from None
+            run.status.conditions(
+                cond.stalled(
+                    "PlatformRefused",
+                    f"the platform refused a call: {exc}; fix the cause and edit the Endpoint (or annotate "
+                    "it with bundle-operator.dev/reconcile-requested-at)",
+                )
             )
-        url, platform = await self._platform(namespace, ref, installation_spec)
-        return Target(ref, url, platform, installation_spec.workspace, gateway)
+            await run.status.write()
+            return "stalled"
 
-    async def _find(self, target: Target, name: str) -> Endpoint | None:
+    async def _run(self, run: Run, spec: EndpointSpec) -> Done:
+        """The steps in order; Waiting, SetupProblem and failed calls end the run in ``reconcile``."""
+        target = await find_target(self.kube, self.settings, self.platforms, run.namespace, spec)
+        secret = await self._own_secret(run, spec)
+        observed = await self._create(run, spec, target, await self._observe(target, run.name))
+        observed = await self._update(run, spec, target, observed)
+        await self._credentials(run, spec, target, observed, secret)
+        return await self._report(run, spec, target, observed)
+
+    # --- the steps -------------------------------------------------------------------------------
+
+    def _read_spec(self, run: Run) -> EndpointSpec | Done:
+        """The spec, validated, with what the schema cannot say checked here; stalled otherwise."""
+        status, name = run.status, run.name
+        try:
+            spec = EndpointSpec.model_validate(run.body.get("spec") or {})
+        except ValidationError as exc:
+            status.conditions(cond.stalled("InvalidSpec", f"{cond.spec_error(exc)}; fix the resource"))
+            return Done("stalled")
+        if not _NAME.fullmatch(name):
+            status.conditions(
+                cond.stalled(
+                    "InvalidName",
+                    f"metadata.name '{name}' cannot name a platform endpoint (a URL path segment: at most 64 "
+                    "letters, digits, '-' or '_'); create the Endpoint under another name",
+                )
+            )
+            return Done("stalled")
+        if spec.auth.mode == "OAuth":
+            # The reference platform stores OAuth endpoints but has no authorization server to sign
+            # clients in: an endpoint created so would serve nobody. Nothing is created.
+            status.served(cleared())
+            status.conditions(
+                cond.stalled(
+                    "OAuthUnsupported",
+                    "auth.mode OAuth is not supported: the platform has no OAuth sign-in for endpoints, so "
+                    "clients could not connect; nothing was created. Create the Endpoint with auth.mode "
+                    "ApiKey instead (auth.mode cannot change in place)",
+                )
+            )
+            return Done("stalled")
+        if spec.credentials_secret_name is None:
+            status.conditions(
+                cond.stalled(
+                    "InvalidSpec",
+                    "spec.credentialsSecretName: required when auth.mode is ApiKey; name the Secret the "
+                    "API key is written to",
+                )
+            )
+            return Done("stalled")
+        return spec
+
+    async def _own_secret(self, run: Run, spec: EndpointSpec) -> dict[str, Any] | None:
+        """The credentials Secret, if it exists; a Secret this Endpoint does not own is never touched."""
+        assert spec.credentials_secret_name is not None
+        secret = await self.kube.read_secret(run.namespace, spec.credentials_secret_name)
+        if secret is None or owned_by(secret, run.uid):
+            return secret
+        if predecessor_owns(secret, run.name):
+            raise Waiting(
+                "SecretOfEarlierEndpoint",
+                f"Secret '{spec.credentials_secret_name}' belongs to an earlier Endpoint named "
+                f"'{run.name}' and goes with it by garbage collection; waiting for it to go",
+            )
+        raise SetupProblem(
+            "SecretNotOwned",
+            f"spec.credentialsSecretName: Secret '{spec.credentials_secret_name}' exists in "
+            f"namespace '{run.namespace}' and is not owned by this Endpoint, so it is never "
+            "overwritten; name another Secret, or delete that one",
+        )
+
+    async def _observe(self, target: Target, name: str) -> Endpoint | None:
+        """The platform endpoint of this name on the target gateway, if there is one."""
         found = await target.platform.list_all(
             target.workspace, kinds.ENDPOINTS, filters={"name": name, "gateway_bundle_id": target.gateway_id}
         )
         return found[0] if found else None
 
-    async def _create(self, target: Target, name: str, uid: str, spec: EndpointSpec) -> Endpoint:
+    async def _create(
+        self, run: Run, spec: EndpointSpec, target: Target, endpoint: Endpoint | None
+    ) -> Observed:
+        """Create the platform endpoint when it is missing; refuse one of another auth mode."""
+        issued: SecretStr | None = None
+        if endpoint is None:
+            if run.paused:
+                run.pending.append("the platform endpoint would be created")
+                return Observed(None)
+            endpoint = await self._create_endpoint(target, run.name, run.uid, spec)
+            issued = endpoint.api_key
+            run.done.append(f"created {endpoint.id}")
+            await self.events.post(
+                run.body, "Normal", "Created", f"created platform endpoint {endpoint.id} at {endpoint.url}"
+            )
+        if endpoint.auth_mode != spec.auth.mode:
+            raise SetupProblem(
+                "AuthModeMismatch",
+                f"the platform endpoint '{run.name}' ({endpoint.id}) uses {endpoint.auth_mode}, not "
+                f"{spec.auth.mode}; delete it on the platform, or create this Endpoint with auth.mode "
+                f"{endpoint.auth_mode}",
+            )
+        return Observed(endpoint, issued)
+
+    async def _update(self, run: Run, spec: EndpointSpec, target: Target, observed: Observed) -> Observed:
+        """Bring the endpoint's profile and enabled to the spec."""
+        endpoint = observed.endpoint
+        update = wanted_update(spec, endpoint) if endpoint is not None else None
+        if endpoint is None or update is None:
+            return observed
+        what = ", ".join(f"{k} {v}" for k, v in update.model_dump(exclude_none=True).items())
+        if run.paused:
+            run.pending.append(f"the platform endpoint would get {what}")
+            return observed
+        endpoint = await target.platform.update(
+            target.workspace, kinds.ENDPOINTS, endpoint.id, update, revision=endpoint.revision
+        )
+        run.done.append(f"set {what}")
+        await self.events.post(
+            run.body, "Normal", "Updated", f"set {what} on platform endpoint {endpoint.id}"
+        )
+        return Observed(endpoint, observed.issued)
+
+    async def _credentials(
+        self, run: Run, spec: EndpointSpec, target: Target, observed: Observed, secret: dict[str, Any] | None
+    ) -> None:
+        """Issue a key when the Secret has none, another endpoint's, or a rotation is asked; write it."""
+        endpoint, issued = observed.endpoint, observed.issued
+        secret_name = spec.credentials_secret_name
+        assert secret_name is not None
+        if endpoint is None:
+            return
+        # A removed annotation asks for nothing: the Secret keeps the request it last answered.
+        rotation = rotation_request(run.body) or remembered_rotation(secret)
+        need = None if issued is not None else key_needed(secret, endpoint.id, rotation)
+        if need is not None and run.paused:
+            run.pending.append(
+                "a new API key would be issued" if need != "rotation" else "the key would rotate"
+            )
+        elif need is not None:
+            issued = await target.platform.issue_endpoint_key(target.workspace, endpoint.id)
+            run.done.append(f"issued a key ({need})")
+        if issued is not None:
+            REDACTOR.add(issued.get_secret_value())
+        current = secret is not None and secret_current(secret, endpoint.url, endpoint.id, rotation)
+        if run.paused:
+            if secret is not None and not current:
+                run.pending.append(f"Secret '{secret_name}' would be updated")
+            return
+        if issued is None and current:
+            return
+        await self._write_secret(run.body, secret_name, secret, issued, endpoint, rotation)
+        run.done.append(f"wrote Secret '{secret_name}'")
+        if need == "rotation":
+            await self.events.post(
+                run.body,
+                "Normal",
+                "KeyRotated",
+                f"issued a new API key for platform endpoint {endpoint.id} into Secret "
+                f"'{secret_name}'; the previous key no longer works",
+            )
+        elif issued is not None:
+            await self.events.post(
+                run.body,
+                "Normal",
+                "KeyIssued",
+                f"wrote the API key of platform endpoint {endpoint.id} to Secret '{secret_name}'",
+            )
+
+    async def _report(self, run: Run, spec: EndpointSpec, target: Target, observed: Observed) -> Done:
+        """status.url, the served tools, the members' health and Ready (or what a pause holds back)."""
+        platform, workspace, endpoint = target.platform, target.workspace, observed.endpoint
+        members = await platform.list_members(workspace, target.gateway_id) if endpoint is not None else []
+        tools = await platform.list_tools(workspace, target.gateway_id) if endpoint is not None else []
+        view = served_view(endpoint, tools, members)
+        run.status.served(view)
+        if run.pending:
+            message = f"the {ANNOTATION_PAUSED} annotation is set: nothing is written; " + "; ".join(
+                run.pending
+            )
+            run.status.conditions(
+                [
+                    cond.false("Ready", "Paused", message),
+                    cond.false("Reconciling", "Paused", ""),
+                    cond.false("Stalled", "Paused", ""),
+                ]
+            )
+        else:
+            run.status.conditions(ready_conditions(spec, view, paused=run.paused))
+        await run.status.write()
+        if run.done:
+            log.info(
+                "endpoint reconciled: %s",
+                "; ".join(run.done),
+                extra=object_extra(KIND, run.namespace, run.name, run.uid),
+            )
+        return Done("success")
+
+    # --- platform and Secret writes --------------------------------------------------------------
+
+    async def _create_endpoint(self, target: Target, name: str, uid: str, spec: EndpointSpec) -> Endpoint:
         body = EndpointCreate(
             name=name,
             gateway_bundle_id=target.gateway_id,
@@ -467,217 +412,6 @@ class EndpointReconciler:
                     "reports is not on the platform; waiting for the installation to install it again",
                 ) from None
             raise
-
-    # --- reconcile -------------------------------------------------------------------------------
-
-    async def reconcile(self, body: dict[str, Any], *, attempt: int = 0) -> ReconcileResult:
-        """Bring the platform endpoint and the credentials Secret to the spec; the result for metrics."""
-        status = _Status(self.kube, body)
-        meta = body["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
-        try:
-            spec = EndpointSpec.model_validate(body.get("spec") or {})
-        except ValidationError as exc:
-            status.conditions(cond.stalled("InvalidSpec", f"{cond.spec_error(exc)}; fix the resource"))
-            await status.write()
-            return "stalled"
-        if not _NAME.fullmatch(name):
-            status.conditions(
-                cond.stalled(
-                    "InvalidName",
-                    f"metadata.name '{name}' cannot name a platform endpoint (a URL path segment: at most 64 "
-                    "letters, digits, '-' or '_'); create the Endpoint under another name",
-                )
-            )
-            await status.write()
-            return "stalled"
-        if spec.auth.mode == "OAuth":
-            # The reference platform stores OAuth endpoints but has no authorization server to sign
-            # clients in: an endpoint created so would serve nobody. Nothing is created.
-            status.served(_cleared())
-            status.conditions(
-                cond.stalled(
-                    "OAuthUnsupported",
-                    "auth.mode OAuth is not supported: the platform has no OAuth sign-in for endpoints, so "
-                    "clients could not connect; nothing was created. Create the Endpoint with auth.mode "
-                    "ApiKey instead (auth.mode cannot change in place)",
-                )
-            )
-            await status.write()
-            return "stalled"
-        if spec.credentials_secret_name is None:
-            status.conditions(
-                cond.stalled(
-                    "InvalidSpec",
-                    "spec.credentialsSecretName: required when auth.mode is ApiKey; name the Secret the "
-                    "API key is written to",
-                )
-            )
-            await status.write()
-            return "stalled"
-        try:
-            target = await self._target(namespace, spec)
-            secret = await self.kube.read_secret(namespace, spec.credentials_secret_name)
-            if secret is not None and not owned_by(secret, meta["uid"]):
-                if predecessor_owns(secret, name):
-                    raise Waiting(
-                        "SecretOfEarlierEndpoint",
-                        f"Secret '{spec.credentials_secret_name}' belongs to an earlier Endpoint named "
-                        f"'{name}' and goes with it by garbage collection; waiting for it to go",
-                    )
-                raise SetupProblem(
-                    "SecretNotOwned",
-                    f"spec.credentialsSecretName: Secret '{spec.credentials_secret_name}' exists in "
-                    f"namespace '{namespace}' and is not owned by this Endpoint, so it is never "
-                    "overwritten; name another Secret, or delete that one",
-                )
-            return await self._converge(body, spec, status, target, secret)
-        except Waiting as exc:
-            # Not a kopf retry: a delayed handler would not run before its delay is out, however
-            # soon the installation changes. Its changes nudge the Endpoint, and the refresh timer
-            # looks again in the meantime.
-            status.served(_cleared())
-            status.conditions(cond.progressing(exc.reason, exc.message))
-            await status.write(observed=False)
-            return "retry"
-        except SetupProblem as exc:
-            status.conditions(cond.stalled(exc.reason, exc.message))
-            await status.write()
-            return "stalled"
-        except KubeError as exc:
-            raise Retry(f"the Kubernetes API answered {exc.status} {exc.reason}", backoff(attempt)) from None
-        except PlatformError as exc:
-            if _temporary(exc):
-                status.conditions(
-                    cond.progressing("PlatformUnavailable", f"the platform answered {exc}; retrying")
-                )
-                await status.write(observed=False)
-                retry_after = exc.retry_after if isinstance(exc, Unavailable) else None
-                raise Retry(str(exc), backoff(attempt, retry_after=retry_after)) from None
-            status.conditions(
-                cond.stalled(
-                    "PlatformRefused",
-                    f"the platform refused a call: {exc}; fix the cause and edit the Endpoint (or annotate "
-                    "it with bundle-operator.dev/reconcile-requested-at)",
-                )
-            )
-            await status.write()
-            return "stalled"
-
-    async def _converge(
-        self,
-        body: dict[str, Any],
-        spec: EndpointSpec,
-        status: _Status,
-        target: Target,
-        secret: dict[str, Any] | None,
-    ) -> ReconcileResult:
-        meta = body["metadata"]
-        name, uid = meta["name"], meta["uid"]
-        assert spec.credentials_secret_name is not None
-        paused = is_paused(body)
-        pending: list[str] = []
-        done: list[str] = []
-        platform, workspace = target.platform, target.workspace
-        endpoint = await self._find(target, name)
-        issued: SecretStr | None = None
-        if endpoint is None:
-            if paused:
-                pending.append("the platform endpoint would be created")
-            else:
-                endpoint = await self._create(target, name, uid, spec)
-                issued = endpoint.api_key
-                done.append(f"created {endpoint.id}")
-                await self.events.post(
-                    body, "Normal", "Created", f"created platform endpoint {endpoint.id} at {endpoint.url}"
-                )
-        if endpoint is not None and endpoint.auth_mode != spec.auth.mode:
-            raise SetupProblem(
-                "AuthModeMismatch",
-                f"the platform endpoint '{name}' ({endpoint.id}) uses {endpoint.auth_mode}, not "
-                f"{spec.auth.mode}; delete it on the platform, or create this Endpoint with auth.mode "
-                f"{endpoint.auth_mode}",
-            )
-        update = wanted_update(spec, endpoint) if endpoint is not None else None
-        if endpoint is not None and update is not None:
-            what = ", ".join(f"{k} {v}" for k, v in update.model_dump(exclude_none=True).items())
-            if paused:
-                pending.append(f"the platform endpoint would get {what}")
-            else:
-                endpoint = await platform.update(
-                    workspace, kinds.ENDPOINTS, endpoint.id, update, revision=endpoint.revision
-                )
-                done.append(f"set {what}")
-                await self.events.post(
-                    body, "Normal", "Updated", f"set {what} on platform endpoint {endpoint.id}"
-                )
-        if endpoint is not None:
-            # A removed annotation asks for nothing: the Secret keeps the request it last answered.
-            rotation = rotation_request(body) or remembered_rotation(secret)
-            need = None if issued is not None else key_needed(secret, endpoint.id, rotation)
-            if need is not None and paused:
-                pending.append(
-                    "a new API key would be issued" if need != "rotation" else "the key would rotate"
-                )
-            elif need is not None:
-                issued = await platform.issue_endpoint_key(workspace, endpoint.id)
-                done.append(f"issued a key ({need})")
-            if issued is not None:
-                REDACTOR.add(issued.get_secret_value())
-            if not paused and (
-                issued is not None
-                or secret is None
-                or not secret_current(secret, endpoint.url, endpoint.id, rotation)
-            ):
-                await self._write_secret(
-                    body, spec.credentials_secret_name, secret, issued, endpoint, rotation
-                )
-                done.append(f"wrote Secret '{spec.credentials_secret_name}'")
-                if need == "rotation":
-                    await self.events.post(
-                        body,
-                        "Normal",
-                        "KeyRotated",
-                        f"issued a new API key for platform endpoint {endpoint.id} into Secret "
-                        f"'{spec.credentials_secret_name}'; the previous key no longer works",
-                    )
-                elif issued is not None:
-                    await self.events.post(
-                        body,
-                        "Normal",
-                        "KeyIssued",
-                        f"wrote the API key of platform endpoint {endpoint.id} to Secret "
-                        f"'{spec.credentials_secret_name}'",
-                    )
-            elif (
-                paused
-                and secret is not None
-                and not secret_current(secret, endpoint.url, endpoint.id, rotation)
-            ):
-                pending.append(f"Secret '{spec.credentials_secret_name}' would be updated")
-        members = await platform.list_members(workspace, target.gateway_id) if endpoint is not None else []
-        tools = await platform.list_tools(workspace, target.gateway_id) if endpoint is not None else []
-        view = served_view(endpoint, tools, members)
-        status.served(view)
-        if pending:
-            message = f"the {ANNOTATION_PAUSED} annotation is set: nothing is written; " + "; ".join(pending)
-            status.conditions(
-                [
-                    cond.false("Ready", "Paused", message),
-                    cond.false("Reconciling", "Paused", ""),
-                    cond.false("Stalled", "Paused", ""),
-                ]
-            )
-        else:
-            status.conditions(ready_conditions(spec, view, paused=paused))
-        await status.write()
-        if done:
-            log.info(
-                "endpoint reconciled: %s",
-                "; ".join(done),
-                extra=object_extra(KIND, meta.get("namespace"), name, uid),
-            )
-        return "success"
 
     async def _write_secret(
         self,
@@ -738,8 +472,10 @@ class EndpointReconciler:
         if spec.auth.mode != "ApiKey" or not _NAME.fullmatch(meta["name"]):
             return  # nothing was created
         try:
-            target = await self._target(meta["namespace"], spec, deleting_ok=True)
-            endpoint = await self._find(target, meta["name"])
+            target = await find_target(
+                self.kube, self.settings, self.platforms, meta["namespace"], spec, deleting_ok=True
+            )
+            endpoint = await self._observe(target, meta["name"])
             if endpoint is not None:
                 with contextlib.suppress(NotFound):  # gone already: that is what was wanted
                     await target.platform.delete(target.workspace, kinds.ENDPOINTS, endpoint.id)
@@ -759,7 +495,7 @@ class EndpointReconciler:
             await self.events.post(body, "Warning", "DeleteBlocked", exc.message)
             raise Retry(exc.message, backoff(attempt, cap=120)) from None
         except KubeError as exc:
-            raise Retry(f"the Kubernetes API answered {exc.status} {exc.reason}", backoff(attempt)) from None
+            raise kube_retry(exc, attempt) from None
         except PlatformError as exc:
             await self.events.post(body, "Warning", "DeleteFailed", f"the platform answered {exc}; retrying")
             raise Retry(str(exc), backoff(attempt, retry_after=exc.retry_after)) from None

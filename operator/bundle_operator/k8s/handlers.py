@@ -21,18 +21,11 @@ import kopf
 
 from bundle_operator.k8s.bundle import BundleReconciler
 from bundle_operator.k8s.conditions import is_true
-from bundle_operator.k8s.endpoint import EndpointReconciler, installation_marker
+from bundle_operator.k8s.endpoint import EndpointReconciler
+from bundle_operator.k8s.endpoint_target import installation_marker
 from bundle_operator.k8s.health import Liveness
-from bundle_operator.k8s.installation import (
-    ANNOTATION_INPUTS,
-    BundleClaim,
-    InstallationReconciler,
-    Peer,
-    Retry,
-    backoff,
-    inputs_marker,
-    platform_key,
-)
+from bundle_operator.k8s.installation import InstallationReconciler
+from bundle_operator.k8s.installation_inputs import ANNOTATION_INPUTS, BundleClaim, Peer, inputs_marker
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.logs import object_extra
 from bundle_operator.k8s.metrics import (
@@ -41,6 +34,7 @@ from bundle_operator.k8s.metrics import (
     InstallationGauges,
     ReconcileResult,
 )
+from bundle_operator.k8s.reconcile import Retry, backoff, platform_key
 from bundle_operator.k8s.resources import (
     API_VERSION,
     BUNDLE_PLURAL,

@@ -24,7 +24,7 @@ from bundle_operator.k8s.bundle import BundleReconciler
 from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.handlers import DEFAULT_WORKERS
 from bundle_operator.k8s.health import Liveness, serve_health
-from bundle_operator.k8s.installation import InstallationReconciler, OperatorSettings
+from bundle_operator.k8s.installation import InstallationReconciler
 from bundle_operator.k8s.kube import Kube, load_connection
 from bundle_operator.k8s.leader import (
     DEFAULT_LEASE_NAME,
@@ -44,6 +44,7 @@ from bundle_operator.k8s.leader import (
 from bundle_operator.k8s.logs import configure_logging
 from bundle_operator.k8s.metrics import METRICS, REGISTRY, InstrumentedTransport, PlatformLoad, serve_metrics
 from bundle_operator.k8s.platforms import PlatformPool
+from bundle_operator.k8s.reconcile import OperatorSettings
 from bundle_operator.k8s.sources import SourceSettings
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
 from bundle_operator.platform.gate import DEFAULT_LIMIT

@@ -12,7 +12,8 @@ from typing import Any
 import yaml
 
 from bundle_operator.document import ParsedBundle, parse_bundle_text
-from bundle_operator.engine.apply import ApplyResult, Options, apply
+from bundle_operator.engine.apply import ApplyResult, apply
+from bundle_operator.engine.plan import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient

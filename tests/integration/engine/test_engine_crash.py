@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle_operator.engine.apply import Options
+from bundle_operator.engine.plan import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.platform.client import PlatformClient
 from tests.integration.engine.harness import Store, example, install, workspace_state

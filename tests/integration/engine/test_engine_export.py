@@ -15,8 +15,8 @@ from pydantic import SecretStr
 
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.engine.analyze import analyze_offline
-from bundle_operator.engine.apply import Options
 from bundle_operator.engine.export import ExportRefused, build_document, export_workspace
+from bundle_operator.engine.plan import Options
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import (

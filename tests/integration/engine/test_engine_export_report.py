@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from bundle_operator.document import parse_bundle_text
-from bundle_operator.engine.apply import Options
 from bundle_operator.engine.export import export_with_report
+from bundle_operator.engine.plan import Options
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import AgentCreate, AgentUpdate, ChannelCreate

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bundle_operator.engine.apply import Options
+from bundle_operator.engine.plan import Options
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from tests.integration.engine.harness import example, install, workspace_state

@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from bundle_operator.engine.apply import InstallFailed, Options, apply, plan
+from bundle_operator.engine.apply import InstallFailed, apply
 from bundle_operator.engine.correct import correct_drift
 from bundle_operator.engine.drift import drift
 from bundle_operator.engine.export import export_with_report
 from bundle_operator.engine.merge import OnConflict
+from bundle_operator.engine.plan import Options, plan
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.uninstall import UninstallRefused, uninstall
 from bundle_operator.platform import kinds

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bundle_operator.engine.apply import Options, apply
+from bundle_operator.engine.apply import apply
+from bundle_operator.engine.plan import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient

@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bundle_operator.engine.apply import InstallFailed, Options
+from bundle_operator.engine.apply import InstallFailed
+from bundle_operator.engine.plan import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from bundle_operator.engine.apply import Blocked, Options, plan
+from bundle_operator.engine.apply import Blocked
 from bundle_operator.engine.drift import drift
 from bundle_operator.engine.merge import OnConflict
+from bundle_operator.engine.plan import Options, plan
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient

@@ -14,22 +14,18 @@ import pytest
 from pydantic import SecretStr
 
 from bundle_operator.k8s import conditions as cond
-from bundle_operator.k8s.endpoint import (
+from bundle_operator.k8s.endpoint import EndpointReconciler, idempotency_key, wanted_update
+from bundle_operator.k8s.endpoint_secret import (
     ANNOTATION_ENDPOINT_ID,
     ANNOTATION_ROTATE,
     ANNOTATION_ROTATED_FOR,
-    EndpointReconciler,
-    gateway_id,
-    idempotency_key,
-    installation_marker,
     key_needed,
-    ready_conditions,
     secret_body,
-    served_view,
-    wanted_update,
 )
-from bundle_operator.k8s.installation import OperatorSettings, Retry
+from bundle_operator.k8s.endpoint_status import ready_conditions, served_view
+from bundle_operator.k8s.endpoint_target import gateway_id, installation_marker
 from bundle_operator.k8s.kube import KubeError
+from bundle_operator.k8s.reconcile import OperatorSettings, Retry
 from bundle_operator.k8s.resources import API_VERSION, EndpointSpec
 from bundle_operator.platform.errors import Conflict, NotFound, Unavailable
 from bundle_operator.platform.models import (

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from bundle_operator.k8s import conditions as cond
-from bundle_operator.k8s.installation import StatusDraft
+from bundle_operator.k8s.reconcile import StatusDraft
 
 
 class RecordingKube:

@@ -1,0 +1,86 @@
+"""What an Endpoint's status says: its URL, the tools it serves, its members' health, and a
+Ready condition a person can act on. Written only when something changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s.reconcile import ANNOTATION_PAUSED, StatusDraft
+from bundle_operator.k8s.resources import ENDPOINT_PLURAL, EndpointSpec
+from bundle_operator.platform.models import Endpoint, GatewayMember, GatewayTool
+
+
+def served_view(
+    endpoint: Endpoint | None, tools: list[GatewayTool], members: list[GatewayMember]
+) -> dict[str, Any]:
+    """status.url, presentedTools (served ones, in the platform's order) and members."""
+    return {
+        "url": endpoint.url if endpoint is not None else None,
+        "presentedTools": [t.presented_name for t in tools if t.served],
+        "members": [{"name": m.name, "healthy": m.healthy, "message": m.message or ""} for m in members],
+    }
+
+
+def ready_conditions(spec: EndpointSpec, view: dict[str, Any], *, paused: bool = False) -> list[cond.Cond]:
+    """Ready with a message a person can act on: what is served, and which members are unhealthy."""
+    members: list[dict[str, Any]] = view["members"]
+    tools = len(view["presentedTools"])
+    unhealthy = [m["name"] for m in members if not m["healthy"]]
+    if not spec.enabled:
+        reason = "Disabled"
+        message = (
+            f"the endpoint at {view['url']} is disabled (spec.enabled is false); set it to true to serve"
+        )
+    else:
+        reason = "Serving"
+        message = f"serving {tools} tools from {len(members)} members at {view['url']}"
+    if unhealthy:
+        shown = ", ".join(unhealthy[:5]) + (f" and {len(unhealthy) - 5} more" if len(unhealthy) > 5 else "")
+        message += f"; unhealthy members: {shown} (see status.members)"
+    if paused:
+        reason = "Paused"
+        message = (
+            f"up to date; the {ANNOTATION_PAUSED} annotation is set, so nothing would be written: {message}"
+        )
+    return cond.ready(reason, message)
+
+
+@dataclass
+class EndpointStatus(StatusDraft):
+    """The Endpoint's status; written only when something changed."""
+
+    def served(self, view: dict[str, Any]) -> None:
+        self.patch.update(view)
+
+    def changed(self) -> bool:
+        previous = self.previous()
+        for key, value in self.patch.items():
+            if key == "conditions":
+                if _comparable(value) != _comparable(previous.get(key) or []):
+                    return True
+            elif (previous.get(key) if key in previous else _EMPTY.get(key)) != value:
+                return True
+        return False
+
+    async def write(self, *, observed: bool = True) -> None:
+        if observed:
+            self.patch["observedGeneration"] = self.generation
+        if not self.changed() or not await self.send(ENDPOINT_PLURAL, observed=observed):
+            return
+        # A later write in the same run compares with what is there now.
+        self.body = {**self.body, "status": {**self.previous(), **self.patch}}
+
+
+_EMPTY: dict[str, Any] = {"url": None, "presentedTools": [], "members": [], "observedGeneration": None}
+
+
+def _comparable(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted((dict(c) for c in conditions if isinstance(c, dict)), key=lambda c: str(c.get("type")))
+
+
+def cleared() -> dict[str, Any]:
+    """The served view of an Endpoint that serves nothing (yet)."""
+    return {"url": None, "presentedTools": [], "members": []}

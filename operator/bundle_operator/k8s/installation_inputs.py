@@ -1,0 +1,177 @@
+"""The inputs of a BundleInstallation's reconcile: its Bundle resolved and parsed, its platform,
+its state, its setup values, and whether an older installation already claims the bundle.
+
+Each problem a user must fix is a ``SetupProblem`` naming the field; a temporary one is ``Retry``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from bundle_operator.document.models import Bundle
+from bundle_operator.document.parse import ParsedBundle
+from bundle_operator.engine.merge import OnConflict
+from bundle_operator.engine.plan import Options
+from bundle_operator.engine.record import Record
+from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s.kube import Kube
+from bundle_operator.k8s.reconcile import OperatorSettings, Retry, backoff, platform_key
+from bundle_operator.k8s.resources import BUNDLE_PLURAL, BundleInstallationSpec, BundleSource
+from bundle_operator.k8s.setup import SetupProblem
+from bundle_operator.k8s.sources import SourceError, resolve
+from bundle_operator.k8s.state import StateStore
+from bundle_operator.platform.protocol import PlatformAPI
+
+ANNOTATION_INPUTS = "bundle-operator.dev/inputs-changed"
+
+_ON_CONFLICT = {
+    "Fail": OnConflict.FAIL,
+    "KeepMine": OnConflict.KEEP_MINE,
+    "TakeTheirs": OnConflict.TAKE_THEIRS,
+}
+
+
+@dataclass(frozen=True)
+class BundleClaim:
+    """What a peer's Bundle resolved to, as the operator's watch last saw it."""
+
+    exists: bool
+    bundle_name: str | None = None
+    stalled: bool = False
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Another installation that could claim the same bundle in the same workspace."""
+
+    namespace: str
+    name: str
+    uid: str
+    created: str
+    bundle_ref: str
+    platform_url: str
+    workspace: str
+    # None: not known, the reconciler reads the Bundle.
+    bundle: BundleClaim | None = None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything the engine needs for one run, resolved from the cluster."""
+
+    spec: BundleInstallationSpec
+    parsed: ParsedBundle
+    url: str
+    platform: PlatformAPI
+    store: StateStore
+    record: Record
+    setup: dict[str, str]
+
+    @property
+    def bundle(self) -> Bundle:
+        """The parsed document (resolution refuses a bundle that did not parse)."""
+        assert self.parsed.bundle is not None
+        return self.parsed.bundle
+
+    @property
+    def workspace(self) -> str:
+        """The platform workspace the spec installs into."""
+        return self.spec.workspace
+
+    @property
+    def options(self) -> Options:
+        """The engine's options from the spec."""
+        return Options(
+            activate=self.spec.activate,
+            substitutions=dict(self.spec.substitutions),
+            on_conflict=_ON_CONFLICT[self.spec.update_policy.on_conflict],
+        )
+
+
+async def read_bundle(
+    kube: Kube, settings: OperatorSettings, namespace: str, spec: BundleInstallationSpec
+) -> ParsedBundle:
+    """The Bundle of ``spec.bundleRef``, fetched and parsed; refused while it has blocking issues."""
+    name = spec.bundle_ref.name
+    obj = await kube.read_custom(BUNDLE_PLURAL, namespace, name)
+    if obj is None:
+        raise SetupProblem(
+            "BundleNotFound",
+            f"spec.bundleRef: Bundle '{name}' does not exist in namespace '{namespace}'; create it "
+            "(the installation continues by itself once it exists)",
+        )
+    try:
+        source = BundleSource.model_validate((obj.get("spec") or {}).get("source") or {})
+    except ValidationError:
+        raise SetupProblem("BundleNotReady", f"Bundle '{name}' has an invalid spec.source") from None
+    try:
+        resolved = await resolve(source, namespace, kube, settings.sources)
+    except SourceError as exc:
+        if exc.permanent:
+            raise SetupProblem("BundleNotReady", f"Bundle '{name}': {exc.message}") from None
+        raise Retry(f"Bundle '{name}': {exc.message}", backoff(2)) from None
+    parsed = resolved.parsed
+    if parsed.bundle is None or parsed.blocking:
+        codes = sorted({str(i.code) for i in parsed.issues if i.blocking})
+        raise SetupProblem(
+            "BundleInvalid",
+            f"Bundle '{name}' has blocking issues ({', '.join(codes)}); see its status.issues and "
+            "fix the document",
+        )
+    return parsed
+
+
+async def read_claim(kube: Kube, peer: Peer) -> BundleClaim:
+    """What the peer's Bundle resolved to, read from the cluster."""
+    other = await kube.read_custom(BUNDLE_PLURAL, peer.namespace, peer.bundle_ref)
+    if other is None:
+        return BundleClaim(exists=False)
+    status = other.get("status") or {}
+    name = status.get("bundleName")
+    return BundleClaim(True, name if isinstance(name, str) else None, cond.is_true(status, "Stalled"))
+
+
+async def first_claim(
+    kube: Kube,
+    settings: OperatorSettings,
+    body: dict[str, Any],
+    bundle_name: str,
+    url: str,
+    workspace: str,
+    peers: Sequence[Peer],
+) -> Peer | None:
+    """The older installation of the same bundle into the same workspace and platform, if any."""
+    meta = body["metadata"]
+    mine = (meta.get("creationTimestamp", ""), meta["namespace"], meta["name"])
+    rivals: list[Peer] = []
+    for peer in peers:
+        if peer.uid == meta.get("uid"):
+            continue
+        if platform_key(peer.platform_url or settings.default_platform_url) != platform_key(url):
+            continue
+        if peer.workspace != workspace or (peer.created, peer.namespace, peer.name) > mine:
+            continue
+        claim = peer.bundle or await read_claim(kube, peer)
+        if not claim.exists:
+            continue
+        if claim.bundle_name == bundle_name:
+            rivals.append(peer)
+        elif claim.bundle_name is None and not claim.stalled:
+            # Its Bundle is still resolving (a download, say): it may be this very bundle, and
+            # it came first. Wait rather than install twice.
+            raise Retry(
+                f"waiting for Bundle {peer.namespace}/{peer.bundle_ref} of the older BundleInstallation "
+                f"{peer.namespace}/{peer.name} to resolve, in case it installs the same bundle",
+                backoff(2),
+            )
+    return min(rivals, key=lambda p: (p.created, p.namespace, p.name), default=None)
+
+
+def inputs_marker(kind: str, name: str, version: str) -> str:
+    """The value of the inputs-changed annotation: changes only when the input does."""
+    return f"{kind}/{name}@" + hashlib.sha256(version.encode()).hexdigest()[:16]
