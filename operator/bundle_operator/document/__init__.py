@@ -1,4 +1,4 @@
-"""The bundle document format (schema_version 0.1.0): models, parsing, references, checks."""
+"""The bundle document format (schema_version 0.1.0 and 0.2.0): models, parsing, references, checks."""
 
 from bundle_operator.document.canonical import canonical_data, canonical_json, digest
 from bundle_operator.document.issues import Code, Issue

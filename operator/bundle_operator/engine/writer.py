@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from bundle_operator.engine.desired import Desired, source_site
+from bundle_operator.engine.gateway_writer import write_gateway_contents
 from bundle_operator.engine.record import (
     JournalEntry,
     Part,
@@ -42,11 +43,6 @@ from bundle_operator.platform.models import (
     Entity,
     GatewayBundleCreate,
     GatewayBundleUpdate,
-    GatewayEntryCuration,
-    GatewayMemberPut,
-    GatewayPromptPut,
-    GatewayResourcePut,
-    GatewayToolCuration,
     KnowledgeSetCreate,
     KnowledgeSetUpdate,
     KnowledgeSourcePut,
@@ -64,7 +60,6 @@ from bundle_operator.platform.models import (
     SkillUpdate,
     TriggerCreate,
     TriggerUpdate,
-    parse_member_resource_id,
 )
 from bundle_operator.platform.protocol import PlatformAPI
 
@@ -375,80 +370,8 @@ class Writer:
         bundle = await self.create(
             desired.entity, "primary", kinds.GATEWAY_BUNDLES, GatewayBundleCreate(**spec["bundle"])
         )
-        await self.write_gateway_contents(bundle.id, spec, None)
+        self.calls += await write_gateway_contents(self.platform, self.workspace, bundle.id, spec, None)
         return [Part(role="primary", path=kinds.GATEWAY_BUNDLES.path, id=bundle.id)]
-
-    async def write_gateway_contents(
-        self, bundle_id: str, spec: dict[str, Any], live: dict[str, Any] | None
-    ) -> None:
-        """Bring a gateway bundle's members, curation, resources and prompts to ``spec``.
-
-        Only what differs from ``live`` is written; resources go before the prompts that embed them
-        and are deleted after the prompts that embedded them.
-        """
-        ws, p = self.workspace, self.platform
-        old: dict[str, Any] = live or {
-            "members": [],
-            "tools": {},
-            "member_prompts": {},
-            "member_resources": {},
-            "prompts": {},
-            "resources": {},
-        }
-        old_members = {m["name"]: m for m in old["members"]}
-        for member in spec["members"]:
-            if old_members.get(member["name"]) != member:
-                self.calls += 1
-                await p.put_member(
-                    ws,
-                    bundle_id,
-                    member["name"],
-                    GatewayMemberPut(mcp_instance_id=member["mcp_instance_id"], enabled=member["enabled"]),
-                )
-        wanted = [m["name"] for m in spec["members"]]
-        for name in old_members:
-            if name not in wanted:
-                self.calls += 1
-                await p.delete_member(ws, bundle_id, name)
-        current_order = [m["name"] for m in old["members"] if m["name"] in wanted]
-        current_order += [n for n in wanted if n not in current_order]
-        if wanted and current_order != wanted:
-            self.calls += 1
-            await p.order_members(ws, bundle_id, wanted)
-        for tool_id, curation in spec["tools"].items():
-            if old["tools"].get(tool_id) != curation:
-                self.calls += 1
-                await p.put_tool(ws, bundle_id, tool_id, GatewayToolCuration(**curation))
-        for entry_id, curation in spec["member_prompts"].items():
-            if old["member_prompts"].get(entry_id) != curation:
-                member, _, name = entry_id.partition("__")
-                self.calls += 1
-                await p.put_member_prompt(ws, bundle_id, member, name, GatewayEntryCuration(**curation))
-        for entry_id, curation in spec["member_resources"].items():
-            if old["member_resources"].get(entry_id) != curation:
-                parsed = parse_member_resource_id(entry_id)
-                if parsed is None:
-                    continue
-                self.calls += 1
-                await p.put_member_resource(
-                    ws, bundle_id, parsed[0], parsed[1], GatewayEntryCuration(**curation)
-                )
-        for name, resource in spec["resources"].items():
-            if old["resources"].get(name) != resource:
-                self.calls += 1
-                await p.put_resource(ws, bundle_id, GatewayResourcePut(**resource))
-        for name, prompt in spec["prompts"].items():
-            if old["prompts"].get(name) != prompt:
-                self.calls += 1
-                await p.put_prompt(ws, bundle_id, GatewayPromptPut(**_prompt_body(prompt)))
-        for name in old["prompts"]:
-            if name not in spec["prompts"]:
-                self.calls += 1
-                await p.delete_prompt(ws, bundle_id, name)
-        for name in old["resources"]:
-            if name not in spec["resources"]:
-                self.calls += 1
-                await p.delete_resource(ws, bundle_id, name)
 
     # --- updates ----------------------------------------------------------------------------------
 
@@ -520,7 +443,9 @@ class Writer:
                     description=target["bundle"]["description"], overview=target["bundle"]["overview"]
                 )
                 await self.update(kinds.GATEWAY_BUNDLES, primary, body)
-            await self.write_gateway_contents(primary, target, current)
+            self.calls += await write_gateway_contents(
+                self.platform, self.workspace, primary, target, current
+            )
             return list(recorded.parts)
         changes = {k: v for k, v in target.items() if current.get(k) != v}
         if kind == "agent" and "knowledge_set_ids" in current and "knowledge_set_ids" not in target:
@@ -692,9 +617,3 @@ def _instance_values(instance: dict[str, Any], secret_ids: dict[str, str]) -> di
         "args": None if instance["args"] is None else [value(a) for a in instance["args"]],
         "endpoint_url": value(instance["endpoint_url"]),
     }
-
-
-def _prompt_body(prompt: dict[str, Any]) -> dict[str, Any]:
-    body = dict(prompt)
-    body["messages"] = [{k: v for k, v in m.items() if v is not None} for m in prompt["messages"]]
-    return body
