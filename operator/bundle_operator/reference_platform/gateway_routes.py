@@ -9,7 +9,8 @@ entry comes back. While a member fails discovery, all of its entries show stale.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -53,6 +54,7 @@ from bundle_operator.reference_platform.mcp_rules import target_url
 from bundle_operator.reference_platform.problems import conflict, not_found, refused
 from bundle_operator.reference_platform.storage import Row, Tx, new_id
 
+NamedPut = TypeVar("NamedPut", GatewayPromptPut, GatewayResourcePut)
 BUNDLE = "/v1/workspaces/{workspace}/gateway-bundles/{bundle_id}"
 _ENTRY_PREFIX = "gwe"
 
@@ -340,12 +342,7 @@ class GatewayRoutes:
 
     async def list_prompts(self, request: web.Request) -> web.Response:
         """The bundle's prompts in name order."""
-        ctx, ws, bundle_id = self._target(request)
-
-        def read(tx: Tx) -> list[dict[str, Any]]:
-            return [_own(row) for row in tx.entries(_bundle(tx, ws, bundle_id).id, rules.PROMPT)]
-
-        return page_by_name(request, await ctx.store.transact(read), "name")
+        return await self._list_own(request, rules.PROMPT)
 
     async def get_prompt(self, request: web.Request) -> web.Response:
         """One of the bundle's prompts."""
@@ -353,11 +350,7 @@ class GatewayRoutes:
 
     async def put_prompt(self, request: web.Request) -> web.Response:
         """Create or replace a prompt by name."""
-        ctx, ws, bundle_id = self._target(request)
-        name = request.match_info["name"]
-        body = parse(GatewayPromptPut, await read_json(request))
-        if body.name != name:
-            raise refused("name", "must equal the name in the path")
+        ctx, ws, bundle_id, name, body = await self._named_body(request, GatewayPromptPut)
 
         def apply(tx: Tx) -> tuple[dict[str, Any], bool]:
             bundle = _bundle(tx, ws, bundle_id)
@@ -370,8 +363,7 @@ class GatewayRoutes:
             _put_entry(tx, bundle, rules.PROMPT, name, data)
             return _own(_entry(tx, bundle, rules.PROMPT, name)), existing is None
 
-        shown, created = await ctx.store.transact(apply)
-        return json_response(shown, status=201 if created else 200)
+        return await _put_answer(ctx, apply)
 
     async def delete_prompt(self, request: web.Request) -> web.Response:
         """Delete a prompt."""
@@ -388,12 +380,7 @@ class GatewayRoutes:
 
     async def list_resources(self, request: web.Request) -> web.Response:
         """The bundle's resources in name order."""
-        ctx, ws, bundle_id = self._target(request)
-
-        def read(tx: Tx) -> list[dict[str, Any]]:
-            return [_own(row) for row in tx.entries(_bundle(tx, ws, bundle_id).id, rules.RESOURCE)]
-
-        return page_by_name(request, await ctx.store.transact(read), "name")
+        return await self._list_own(request, rules.RESOURCE)
 
     async def get_resource(self, request: web.Request) -> web.Response:
         """One of the bundle's resources."""
@@ -401,11 +388,7 @@ class GatewayRoutes:
 
     async def put_resource(self, request: web.Request) -> web.Response:
         """Create or replace a resource by name, within the size limits."""
-        ctx, ws, bundle_id = self._target(request)
-        name = request.match_info["name"]
-        body = parse(GatewayResourcePut, await read_json(request))
-        if body.name != name:
-            raise refused("name", "must equal the name in the path")
+        ctx, ws, bundle_id, name, body = await self._named_body(request, GatewayResourcePut)
         if any(segment in (".", "..") for segment in name.split("/")):
             # URLs normalise dot segments away, so such a name could never be read back by its path.
             raise refused("name", "must not have '.' or '..' segments")
@@ -430,8 +413,7 @@ class GatewayRoutes:
             _put_entry(tx, bundle, rules.RESOURCE, name, data)
             return _own(_entry(tx, bundle, rules.RESOURCE, name)), existing is None
 
-        shown, created = await ctx.store.transact(apply)
-        return json_response(shown, status=201 if created else 200)
+        return await _put_answer(ctx, apply)
 
     async def delete_resource(self, request: web.Request) -> web.Response:
         """Delete a resource, unless a prompt embeds it."""
@@ -457,6 +439,25 @@ class GatewayRoutes:
         await ctx.store.transact(apply)
         return web.Response(status=204)
 
+    async def _list_own(self, request: web.Request, kind: str) -> web.Response:
+        ctx, ws, bundle_id = self._target(request)
+
+        def read(tx: Tx) -> list[dict[str, Any]]:
+            return [_own(row) for row in tx.entries(_bundle(tx, ws, bundle_id).id, kind)]
+
+        return page_by_name(request, await ctx.store.transact(read), "name")
+
+    async def _named_body(
+        self, request: web.Request, model: type[NamedPut]
+    ) -> tuple[Context, str, str, str, NamedPut]:
+        """The target and the body of a PUT by name, whose body must carry the path's name."""
+        ctx, ws, bundle_id = self._target(request)
+        name = request.match_info["name"]
+        body = parse(model, await read_json(request))
+        if body.name != name:
+            raise refused("name", "must equal the name in the path")
+        return ctx, ws, bundle_id, name, body
+
     async def _get_own(self, request: web.Request, kind: str, what: str) -> web.Response:
         ctx, ws, bundle_id = self._target(request)
         name = request.match_info["name"]
@@ -465,6 +466,12 @@ class GatewayRoutes:
             return _own(_entry(tx, _bundle(tx, ws, bundle_id), kind, name))
 
         return json_response(await ctx.store.transact(read))
+
+
+async def _put_answer(ctx: Context, apply: Callable[[Tx], tuple[dict[str, Any], bool]]) -> web.Response:
+    """Run a create-or-replace; 201 when it created, 200 when it replaced."""
+    shown, created = await ctx.store.transact(apply)
+    return json_response(shown, status=201 if created else 200)
 
 
 def _entry(tx: Tx, bundle: Row, kind: str, name: str) -> Row:
