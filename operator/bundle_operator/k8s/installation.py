@@ -244,7 +244,7 @@ class InstallationReconciler:
             return await self._written(run, Done("stalled"))
         except KubeError as exc:
             raise kube_retry(exc, run.attempt) from None
-        return Inputs(spec, parsed, url, platform, store, record, setup)
+        return Inputs(spec, parsed, platform, store, record, setup)
 
     async def _analyze(self, run: Run, inputs: Inputs) -> Plan | Done:
         """Plan against the platform as it is; blocked (nothing written) when analyze says so."""

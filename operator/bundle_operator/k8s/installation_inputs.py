@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bundle_operator.document.models import Bundle
 from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.engine.merge import OnConflict
 from bundle_operator.engine.plan import Options
@@ -66,17 +65,10 @@ class Inputs:
 
     spec: BundleInstallationSpec
     parsed: ParsedBundle
-    url: str
     platform: PlatformAPI
     store: StateStore
     record: Record
     setup: dict[str, str]
-
-    @property
-    def bundle(self) -> Bundle:
-        """The parsed document (resolution refuses a bundle that did not parse)."""
-        assert self.parsed.bundle is not None
-        return self.parsed.bundle
 
     @property
     def workspace(self) -> str:
