@@ -31,10 +31,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import math
 import os
-import re
-import resource
 import shutil
 import signal
 import ssl
@@ -43,7 +40,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,8 +57,20 @@ from tests.integration.platform.platform_harness import PlatformProcess, start_p
 
 from bundle_operator.devcluster import DevCluster, Kubectl, locate  # noqa: E402
 
-NAMESPACE = "fleet"
-CREDENTIALS = "fleet-credentials"
+# The script's own folder is first on sys.path: its sibling modules import by their names.
+from scale_fleet import CREDENTIALS, NAMESPACE, fleet, workspace_names  # noqa: E402
+from scale_measure import (  # noqa: E402
+    AuditLog,
+    CallKey,
+    Processes,
+    client_of,
+    operator_metric,
+    peak,
+    platform_calls,
+    proc_status,
+    resource_of,
+)
+
 AUTOMATIONS = 2  # cron triggers per bundle; installed disabled (activate: false)
 BUNDLE_ENTITIES = 12
 DRIFT_LIST_LIMIT = 1
@@ -80,278 +89,6 @@ POLL_AGENT = "bench-scale"
 OTHER_CLIENTS = ("kubectl", POLL_AGENT, "kube-controller-manager", "kube-apiserver")
 INSTALLATIONS = f"/apis/bundle-operator.dev/v1alpha1/namespaces/{NAMESPACE}/bundleinstallations"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-
-
-# --- the fleet --------------------------------------------------------------------------------------
-
-
-def bundle_document(name: str) -> dict[str, Any]:
-    """12 entities: 2 URL MCPs, 3 inline skills, 2 agents, 1 channel, 2 automations, 2 policies.
-
-    Every name the platform shows carries the bundle's name, so bundles never collide in a
-    workspace; nothing needs a live peer at install time.
-    """
-    skills = [
-        {
-            "key": key,
-            "source_type": "inline",
-            "content": f"---\nname: {name}-{key}\ndescription: {text}\n---\n# {text}\n\n{body}\n",
-        }
-        for key, text, body in (
-            ("triage", "Label an issue", "Pick one of bug, feature or question; add an area label."),
-            ("digest", "Summarize the day", "Group new issues by label; list unlabeled ones first."),
-            ("reply", "Answer a maintainer", "Be brief, link issues by number, never close one."),
-        )
-    ]
-    return {
-        "schema_version": "0.1.0",
-        "name": name,
-        "version": "1.0.0",
-        "description": f"Fleet benchmark bundle {name}.",
-        "setup": [{"key": "telegram_bot_token", "label": "Telegram bot token", "type": "secret"}],
-        "mcps": [
-            {
-                "key": "issues",
-                "name": f"{name} issues",
-                "type": "url",
-                "endpoint_url": "https://mcp.example.com/issues",
-            },
-            {
-                "key": "docs",
-                "name": f"{name} docs",
-                "type": "url",
-                "endpoint_url": "https://mcp.example.com/docs",
-            },
-        ],
-        "skills": skills,
-        "agents": [
-            {
-                "key": "triage_bot",
-                "name": f"{name} triage bot",
-                "description": "Labels new issues.",
-                "model": "gpt-5",
-                "instructions": "Triage every new issue with the triage skill.",
-                "mcps": ["issues", "docs"],
-                "skills": ["triage", "reply"],
-            },
-            {
-                "key": "digest_bot",
-                "name": f"{name} digest bot",
-                "description": "Posts the morning digest.",
-                "model": "gpt-5",
-                "instructions": "Summarize what happened since yesterday.",
-                "mcps": ["issues"],
-                "skills": ["digest"],
-            },
-        ],
-        "channels": [
-            {
-                "key": "maintainers",
-                "type": "telegram",
-                "agent": "triage_bot",
-                "bot_token": "${setup.telegram_bot_token}",
-                "enabled": True,
-            }
-        ],
-        "automations": [
-            {
-                "key": "morning_digest",
-                "type": "cron",
-                "agent": "digest_bot",
-                "schedule": "0 8 * * 1-5",
-                "timezone": "Europe/Berlin",
-                "message": "Summarize the issues opened since yesterday.",
-                "enabled": True,
-            },
-            {
-                "key": "weekly_sweep",
-                "type": "cron",
-                "agent": "triage_bot",
-                "schedule": "0 9 * * 1",
-                "timezone": "Europe/Berlin",
-                "message": "List issues without a label.",
-                "enabled": True,
-            },
-        ],
-        "policies": [
-            {
-                "key": "spend_cap",
-                "type": "spend_cap",
-                "agent": "triage_bot",
-                "config": {"period": "month", "limit_usd": 50},
-            },
-            {
-                "key": "answer_check",
-                "type": "answer_check",
-                "agent": "digest_bot",
-                "config": {"criteria": "Every issue is linked by number.", "max_retries": 1},
-            },
-        ],
-    }
-
-
-def workspace_names(count: int) -> list[str]:
-    return [f"fleet-ws-{w}" for w in range(count)]
-
-
-def fleet(count: int, workspaces: list[str], interval: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The Bundles, then every installation (bundle x workspace), and the installations' names."""
-    bundles = [f"fleet-{b:03d}" for b in range(count // len(workspaces))]
-    objects: list[dict[str, Any]] = [
-        {
-            "apiVersion": "bundle-operator.dev/v1alpha1",
-            "kind": "Bundle",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"source": {"inline": bundle_document(name)}},
-        }
-        for name in bundles
-    ]
-    names: list[str] = []
-    for w, ws in enumerate(workspaces):
-        for name in bundles:
-            names.append(f"{name}-w{w}")
-            objects.append(
-                {
-                    "apiVersion": "bundle-operator.dev/v1alpha1",
-                    "kind": "BundleInstallation",
-                    "metadata": {"name": names[-1], "namespace": NAMESPACE},
-                    "spec": {
-                        "bundleRef": {"name": name},
-                        "workspace": ws,
-                        "setup": [
-                            {
-                                "key": "telegram_bot_token",
-                                "secretKeyRef": {"name": CREDENTIALS, "key": "telegram_bot_token"},
-                            }
-                        ],
-                        "activate": False,
-                        "driftPolicy": {"interval": interval, "mode": "Warn"},
-                    },
-                }
-            )
-    return objects, names
-
-
-# --- measuring --------------------------------------------------------------------------------------
-
-
-def proc_status(pid: int, key: str) -> float:
-    """A kB field of /proc/<pid>/status (VmRSS, VmHWM) in MiB; NaN once the process is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(f"{key}:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
-
-
-def peak(*values: float) -> float:
-    """The largest of ``values`` that is a number, NaN when none is."""
-    return max((v for v in values if not math.isnan(v)), default=float("nan"))
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds of a process so far (as bench/gateway.py reads them)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
-def own_cpu_seconds() -> float:
-    """This benchmark's CPU seconds, its finished kubectl runs included."""
-    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
-
-
-CallKey = tuple[str, str, str, str, int]  # method, kind, op, workspace, status
-
-
-def platform_calls(platform: PlatformProcess, reset: bool) -> Counter[CallKey]:
-    """The platform's call counters; ``reset`` reads and zeroes them in one request; empty when the
-    platform is gone (Ctrl-C in a terminal stops it with the benchmark)."""
-    try:
-        answer = httpx.request("DELETE" if reset else "GET", f"{platform.url}/_admin/calls", timeout=30)
-        answer.raise_for_status()
-    except httpx.HTTPError as exc:
-        print(f"(no platform call counts: {exc})", file=sys.stderr)
-        return Counter()
-    return Counter(
-        {
-            (c["method"], c["kind"], c["op"], c["workspace"], int(c["status"])): int(c["count"])
-            for c in answer.json()["calls"]
-        }
-    )
-
-
-def operator_metric(operator: OperatorProcess, name: str, labels: Mapping[str, str]) -> float:
-    """The sum of one operator metric over the label sets that include ``labels``; NaN when the
-    operator is gone."""
-    try:
-        text = operator.metrics()
-    except httpx.HTTPError:
-        return float("nan")
-    total = 0.0
-    for line in text.splitlines():
-        match = re.match(rf"^{name}\{{(.*)\}} ([0-9.e+-]+)$", line)
-        if match and all(f'{k}="{v}"' in match.group(1) for k, v in labels.items()):
-            total += float(match.group(2))
-    return total
-
-
-@dataclass
-class AuditLog:
-    """The API server's audit log, read from where the last read stopped."""
-
-    path: Path
-    offset: int = 0
-
-    def skip(self) -> None:
-        """Forget everything logged so far."""
-        self.offset = self.path.stat().st_size if self.path.exists() else 0
-
-    def requests(self) -> list[dict[str, Any]]:
-        """One event per request since the last read: watches as they start, the rest as they end."""
-        if not self.path.exists():
-            return []
-        with self.path.open("rb") as log:
-            log.seek(self.offset)
-            data = log.read()
-        end = data.rfind(b"\n") + 1  # a line still being written is read next time
-        self.offset += end
-        events = []
-        for line in data[:end].splitlines():
-            event = json.loads(line)
-            watch = event.get("verb") == "watch"
-            if event.get("stage") == ("ResponseStarted" if watch else "ResponseComplete"):
-                events.append(event)
-        return events
-
-
-def client_of(event: Mapping[str, Any]) -> str:
-    """The client program that sent a request, from its user agent (``kubectl/v1.37 ...`` -> kubectl)."""
-    agent = str(event.get("userAgent") or "(none)")
-    return agent.split("/", 1)[0].split(" ", 1)[0]
-
-
-def resource_of(event: Mapping[str, Any]) -> str:
-    ref = event.get("objectRef") or {}
-    name = ref.get("resource") or event.get("requestURI", "?").split("?", 1)[0]
-    if ref.get("subresource"):
-        name += "/" + ref["subresource"]
-    return str(name)
-
-
-@dataclass
-class Processes:
-    """The processes whose CPU time and memory are shown."""
-
-    pids: dict[str, int] = field(default_factory=dict)
-
-    def cpu(self) -> dict[str, float]:
-        return {name: cpu_seconds(pid) for name, pid in self.pids.items()} | {"bench": own_cpu_seconds()}
 
 
 # --- waiting ----------------------------------------------------------------------------------------

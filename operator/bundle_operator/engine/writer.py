@@ -18,6 +18,14 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from bundle_operator.engine.bodies import (
+    SIMPLE_CREATES,
+    SIMPLE_UPDATES,
+    ImmutableField,
+    instance_values,
+    server_create,
+    server_fields,
+)
 from bundle_operator.engine.desired import Desired, source_site
 from bundle_operator.engine.gateway_writer import write_gateway_contents
 from bundle_operator.engine.record import (
@@ -32,14 +40,10 @@ from bundle_operator.platform import kinds
 from bundle_operator.platform.errors import NotFound, PlatformError
 from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import (
-    AgentCreate,
-    AgentUpdate,
     ApiModel,
-    AppCreate,
     AppUpdate,
     AppVersionCreate,
     ChannelCreate,
-    ChannelUpdate,
     Entity,
     GatewayBundleCreate,
     GatewayBundleUpdate,
@@ -48,16 +52,9 @@ from bundle_operator.platform.models import (
     KnowledgeSourcePut,
     McpInstanceCreate,
     McpInstanceUpdate,
-    McpServerCreate,
     McpServerUpdate,
-    PolicyCreate,
-    PolicyUpdate,
-    SchemaFieldIn,
     SecretCreate,
-    SecretRef,
     SecretUpdate,
-    SkillCreate,
-    SkillUpdate,
     TriggerCreate,
     TriggerUpdate,
 )
@@ -193,15 +190,11 @@ class Writer:
         """Create every platform entity a bundle entity needs; returns what to record."""
         creator = {
             "mcp": self._create_mcp,
-            "skill": self._create_skill,
             "knowledge_set": self._create_knowledge_set,
-            "agent": self._create_agent,
-            "app": self._create_app,
             "channel": self._create_channel,
             "automation": self._create_automation,
-            "policy": self._create_policy,
             "gateway": self._create_gateway,
-        }[desired.kind]
+        }.get(desired.kind, self._create_simple)
         parts = await creator(desired)
         return RecordedEntity(
             kind=desired.kind,
@@ -211,6 +204,12 @@ class Writer:
             secrets={site: secret_hash(self.record, v) for site, v in desired.secrets.items()},
             seq=self.record.next_seq(),
         )
+
+    async def _create_simple(self, desired: Desired) -> list[Part]:
+        """A bundle entity that is one platform entity, created from its spec as it stands."""
+        create_model, kind = SIMPLE_CREATES[desired.kind]
+        created = await self.create(desired.entity, "primary", kind, create_model(**desired.spec))
+        return [Part(role="primary", path=kind.path, id=created.id)]
 
     async def _create_mcp(self, desired: Desired) -> list[Part]:
         entity = desired.entity
@@ -224,27 +223,19 @@ class Writer:
             secret_ids[site] = secret.id
             parts.append(Part(role=f"secret:{site}", path=kinds.SECRETS.path, id=secret.id))
         server_spec = desired.spec["server"]
-        server = await self.create(entity, "server", kinds.MCP_SERVERS, _server_create(server_spec))
+        server = await self.create(entity, "server", kinds.MCP_SERVERS, server_create(server_spec))
         parts.append(Part(role="server", path=kinds.MCP_SERVERS.path, id=server.id))
         instance_spec = desired.spec["instance"]
         context = desired.secrets.get("context_secret")
         instance_body = McpInstanceCreate(
             server_id=server.id,
             name=instance_spec["name"],
-            **_instance_values(instance_spec, secret_ids),
+            **instance_values(instance_spec, secret_ids),
             context_secret=SecretStr(context) if context is not None else None,
         )
         instance = await self.create(entity, "primary", kinds.MCP_INSTANCES, instance_body)
         parts.append(Part(role="primary", path=kinds.MCP_INSTANCES.path, id=instance.id))
         return parts
-
-    async def _create_skill(self, desired: Desired) -> list[Part]:
-        skill = await self.create(desired.entity, "primary", kinds.SKILLS, SkillCreate(**desired.spec))
-        return [Part(role="primary", path=kinds.SKILLS.path, id=skill.id)]
-
-    async def _create_agent(self, desired: Desired) -> list[Part]:
-        agent = await self.create(desired.entity, "primary", kinds.AGENTS, AgentCreate(**desired.spec))
-        return [Part(role="primary", path=kinds.AGENTS.path, id=agent.id)]
 
     async def _create_knowledge_set(self, desired: Desired) -> list[Part]:
         spec = desired.spec
@@ -253,10 +244,6 @@ class Writer:
         # Sources are written by key, so a replay after a crash puts the same ones again.
         await self.write_sources(created.id, spec["sources"], {}, desired.secrets, set(), new=True)
         return [Part(role="primary", path=kinds.KNOWLEDGE_SETS.path, id=created.id)]
-
-    async def _create_app(self, desired: Desired) -> list[Part]:
-        app = await self.create(desired.entity, "primary", kinds.APPS, AppCreate(**desired.spec))
-        return [Part(role="primary", path=kinds.APPS.path, id=app.id)]
 
     async def write_sources(
         self,
@@ -361,10 +348,6 @@ class Writer:
             self.saw(kinds.TRIGGERS, disabled)
         return [Part(role="primary", path=kinds.TRIGGERS.path, id=trigger.id)]
 
-    async def _create_policy(self, desired: Desired) -> list[Part]:
-        policy = await self.create(desired.entity, "primary", kinds.POLICIES, PolicyCreate(**desired.spec))
-        return [Part(role="primary", path=kinds.POLICIES.path, id=policy.id)]
-
     async def _create_gateway(self, desired: Desired) -> list[Part]:
         spec = desired.spec
         bundle = await self.create(
@@ -452,7 +435,7 @@ class Writer:
             changes["knowledge_set_ids"] = []  # the spec leaves the field out while it is empty
         if kind == "channel" and secrets is not None and "bot_token" in changed_secrets:
             changes["bot_token"] = SecretStr(secrets["bot_token"])
-        update_model, path_kind = _SIMPLE_UPDATES[kind]
+        update_model, path_kind = SIMPLE_UPDATES[kind]
         unsupported = sorted(k for k in changes if k not in update_model.model_fields)
         if unsupported:
             # The platform cannot change these in place (a policy's type, say): fail the run rather
@@ -486,12 +469,12 @@ class Writer:
             parts.append(Part(role=f"secret:{site}", path=kinds.SECRETS.path, id=secret.id))
         if target["server"] != current["server"]:
             await self.update(
-                kinds.MCP_SERVERS, by_role["server"].id, McpServerUpdate(**_server_fields(target["server"]))
+                kinds.MCP_SERVERS, by_role["server"].id, McpServerUpdate(**server_fields(target["server"]))
             )
         instance = target["instance"]
         context_changed = secrets is not None and "context_secret" in changed_secrets
         if instance != current["instance"] or context_changed:
-            values = _instance_values(instance, secret_ids)
+            values = instance_values(instance, secret_ids)
             if context_changed and secrets is not None and "context_secret" in secrets:
                 values["context_secret"] = SecretStr(secrets["context_secret"])
             await self.update(
@@ -565,55 +548,3 @@ class Writer:
             log.warning("could not delete %s %s of %s: %s", part.path, part.id, entity, exc.code)
             return True
         return False
-
-
-class ImmutableField(Exception):
-    """The bundle changed a field the platform cannot change in place."""
-
-    def __init__(self, entity: str, fields: list[str]) -> None:
-        super().__init__(f"{entity}: the platform cannot change {', '.join(fields)} in place")
-        self.entity = entity
-        self.fields = fields
-
-
-_SIMPLE_UPDATES: dict[str, tuple[type[ApiModel], Kind[Any, Any, Any]]] = {
-    "skill": (SkillUpdate, kinds.SKILLS),
-    "agent": (AgentUpdate, kinds.AGENTS),
-    "channel": (ChannelUpdate, kinds.CHANNELS),
-    "automation": (TriggerUpdate, kinds.TRIGGERS),
-    "policy": (PolicyUpdate, kinds.POLICIES),
-}
-
-
-def _server_fields(server: dict[str, Any]) -> dict[str, Any]:
-    """A server spec in the request form that create and update share."""
-    return {
-        "name": server["name"],
-        "command": server["command"],
-        "image": server["image"],
-        "endpoint_url": server["endpoint_url"],
-        "env_schema": [SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["env_schema"]],
-        "headers_schema": [SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["headers_schema"]],
-    }
-
-
-def _server_create(server: dict[str, Any]) -> McpServerCreate:
-    return McpServerCreate(type=server["type"], **_server_fields(server))
-
-
-def _instance_values(instance: dict[str, Any], secret_ids: dict[str, str]) -> dict[str, Any]:
-    """Env, headers, args and endpoint URL with secret markers turned into secret references."""
-
-    def value(item: Any) -> Any:
-        if isinstance(item, dict) and "secret" in item:
-            return SecretRef(secret_id=secret_ids[item["secret"]])
-        if isinstance(item, dict) and "secret_id" in item:
-            return SecretRef(secret_id=item["secret_id"])
-        return item
-
-    return {
-        "env": {k: value(v) for k, v in instance["env"].items()},
-        "headers": {k: value(v) for k, v in instance["headers"].items()},
-        "args": None if instance["args"] is None else [value(a) for a in instance["args"]],
-        "endpoint_url": value(instance["endpoint_url"]),
-    }

@@ -8,11 +8,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s.bundle_status import bundle_status_fields
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import Retry, backoff
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, BundleSpec
-from bundle_operator.k8s.sources import SourceError, SourceSettings, bundle_status_fields, resolve
+from bundle_operator.k8s.sources import SourceError, SourceSettings, resolve
 
 _UNRESOLVED: dict[str, Any] = {
     "digest": None,

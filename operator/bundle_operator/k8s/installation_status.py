@@ -11,9 +11,9 @@ from typing import Any
 from bundle_operator.engine.drift import DriftReport
 from bundle_operator.engine.plan import Plan
 from bundle_operator.engine.record import Record
+from bundle_operator.k8s.bundle_status import status_issues
 from bundle_operator.k8s.reconcile import StatusDraft
 from bundle_operator.k8s.resources import INSTALLATION_PLURAL
-from bundle_operator.k8s.sources import status_issues
 
 _PREVIEW_ACTION = {"CREATE": "Create", "REUSE": "Reuse", "UPDATE": "Update", "SKIPPED": "Skipped"}
 

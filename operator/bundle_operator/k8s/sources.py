@@ -22,15 +22,12 @@ import io
 import re
 import ssl
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 
-from bundle_operator.document.issues import Issue
-from bundle_operator.document.models import SCHEMA_VERSION
 from bundle_operator.document.parse import (
     MAX_SOURCE_BYTES,
     ParsedBundle,
@@ -40,13 +37,9 @@ from bundle_operator.document.parse import (
 from bundle_operator.fetch import FetchRefused, fetch_to_file, shown
 from bundle_operator.k8s.resources import (
     BundleSource,
-    BundleStatus,
-    EntityCounts,
     LocalObjectKeyRef,
     McpbSource,
-    SetupFieldStatus,
     SignatureStatus,
-    StatusIssue,
     UrlSource,
 )
 from bundle_operator.mcpb.convert import to_bundle
@@ -59,9 +52,6 @@ DOCUMENT_MAX_BYTES = MAX_SOURCE_BYTES  # 5 MiB: what the parser accepts at all
 ARCHIVE_MAX_BYTES = DEFAULT_LIMITS.max_file_bytes  # 128 MiB: what the .mcpb reader accepts at all
 # What --allow-private-sources opens up: loopback and the private ranges (tests and local setups).
 PRIVATE_NETWORKS = ("127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
-# A status object must stay far below etcd's 1.5 MiB: a hostile document can produce an issue per
-# line, so status shows the first ones (blocking first) and the condition message gives the count.
-MAX_STATUS_ISSUES = 100
 # Resolved documents kept for re-reconciles. A parsed document keeps its YAML node tree (for line
 # numbers) alive, many times the text's size, so the cache is bounded in source bytes as well.
 CACHE_MAX_ENTRIES = 64
@@ -539,87 +529,11 @@ async def _remove(path: Path) -> None:
     await asyncio.shield(asyncio.to_thread(path.unlink, missing_ok=True))
 
 
-# ---------------------------------------------------------------------------------------- status
-
-
-def bundle_status_fields(resolved: Resolved) -> dict[str, Any]:
-    """The Bundle's status fields (camelCase, JSON-ready) but conditions and observedGeneration.
-
-    Every field is present, null or empty when unknown, so a merge patch also clears what an earlier
-    source left (a signature, once the source is no longer an archive).
-    """
-    parsed = resolved.parsed
-    bundle = parsed.bundle
-    status = BundleStatus(
-        digest=parsed.digest if bundle is not None else None,
-        bundle_name=bundle.name if bundle is not None else None,
-        version=bundle.version if bundle is not None else None,
-        entities=_entity_counts(parsed),
-        setup_fields=[
-            SetupFieldStatus(
-                key=f.key, label=f.label, type=f.type, required=f.required, description=f.description
-            )
-            for f in (bundle.setup if bundle is not None else [])
-        ],
-        signature=resolved.signature,
-        issues=[_status_issue(issue) for issue in _kept(parsed.issues, MAX_STATUS_ISSUES)],
-    )
-    fields: dict[str, Any] = status.model_dump(
-        mode="json", by_alias=True, exclude={"conditions", "observed_generation"}
-    )
-    if fields["entities"] is not None:  # the 0.2.0 counts only where they apply
-        fields["entities"] = {kind: n for kind, n in fields["entities"].items() if n is not None}
-    return fields
-
-
-def _entity_counts(parsed: ParsedBundle) -> EntityCounts | None:
-    bundle = parsed.bundle
-    if bundle is None:
-        return None
-    return EntityCounts(
-        mcps=len(bundle.mcps),
-        skills=len(bundle.skills),
-        agents=len(bundle.agents),
-        channels=len(bundle.channels),
-        automations=len(bundle.automations),
-        policies=len(bundle.policies),
-        knowledge_sets=len(bundle.knowledge_sets) if bundle.schema_version != SCHEMA_VERSION else None,
-        apps=len(bundle.apps) if bundle.schema_version != SCHEMA_VERSION else None,
-    )
-
-
-def status_issues(issues: Iterable[Issue], limit: int = MAX_STATUS_ISSUES) -> list[dict[str, Any]]:
-    """Document issues as StatusIssue JSON (Kubernetes casing), in document order, at most ``limit``."""
-    return [_status_issue(issue).model_dump(mode="json", by_alias=True) for issue in _kept(issues, limit)]
-
-
-def _kept(issues: Iterable[Issue], limit: int) -> list[Issue]:
-    """At most ``limit`` issues in their order; when there are more, the blocking ones are kept first."""
-    listed = list(issues)
-    if len(listed) <= limit:
-        return listed
-    kept = sorted(sorted(range(len(listed)), key=lambda i: not listed[i].blocking)[:limit])
-    return [listed[i] for i in kept]
-
-
-def _status_issue(issue: Issue) -> StatusIssue:
-    return StatusIssue(
-        severity="Blocking" if issue.blocking else "Warning",
-        code=str(issue.code),
-        path=issue.path,
-        entity=issue.entity,
-        line=issue.line,
-        message=issue.message,
-    )
-
-
 __all__ = [
     "ObjectReader",
     "Resolved",
     "SourceError",
     "SourceSettings",
-    "bundle_status_fields",
     "clear_cache",
     "resolve",
-    "status_issues",
 ]

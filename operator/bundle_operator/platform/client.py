@@ -1,28 +1,21 @@
-"""The async httpx client of the platform API v1; implements ``PlatformAPI``.
+"""The async client of the platform API v1, one method a route; implements ``PlatformAPI``.
 
-A call is repeated only when repeating it cannot do harm: connection failures and 429 (the
-platform did not act), and 5xx or lost responses for GET, PUT, DELETE and creates that carry an
-idempotency key. Request bodies are never logged or echoed in errors: they may hold secrets.
+The HTTP underneath (retries, the call gate, typed errors) is transport.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import date, datetime
-from types import TracebackType
+from collections.abc import Sequence
 from typing import Any, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
-import httpx
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, SecretStr
 
 from bundle_operator.platform.catalog import ModelInfo
-from bundle_operator.platform.errors import NotFound, PlatformError, Unavailable, error_for_status
-from bundle_operator.platform.gate import OK, CallGate, CircuitOpen, Outcome
+from bundle_operator.platform.errors import NotFound
+from bundle_operator.platform.http_calls import ENV_TOKEN as ENV_TOKEN
+from bundle_operator.platform.http_calls import ENV_URL as ENV_URL
+from bundle_operator.platform.http_calls import PlatformHttp, encode_body, page_of, seg
 from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import (
     ApiKeyIssued,
@@ -51,57 +44,16 @@ from bundle_operator.platform.models import (
     KnowledgeSource,
     KnowledgeSourcePut,
     Page,
-    Problem,
     member_resource_id,
 )
 from bundle_operator.platform.protocol import Filters
-from bundle_operator.platform.retry import RetryPolicy, parse_retry_after
-from bundle_operator.platform.sharing import SharedReads
 
 E = TypeVar("E", bound=Entity)
 C = TypeVar("C", bound=ApiModel)
 U = TypeVar("U", bound=ApiModel)
 M = TypeVar("M", bound=BaseModel)
 
-ENV_URL = "BUNDLE_PLATFORM_URL"
-ENV_TOKEN = "BUNDLE_PLATFORM_TOKEN"
-PROBLEM_JSON = "application/problem+json"
 _PAGE_LIMIT = 500
-
-# Transport failures where the request never reached the platform: repeating is always safe.
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-# A pause of the whole platform at most this long is waited out inside one call; a longer one
-# fails the call, so the reconcile reports the outage and backs off.
-_WAIT_OUT_PAUSE = 2.0
-
-
-def _wire_default(value: Any) -> Any:
-    if isinstance(value, SecretStr):
-        return value.get_secret_value()
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    raise TypeError(f"cannot send a {type(value).__name__}")
-
-
-def encode_body(model: BaseModel, *, only_set: bool = False) -> bytes:
-    """The JSON a model is sent as; secret fields carry their real values (they are write-only)."""
-    data = model.model_dump(mode="python", exclude_unset=only_set)
-    return json.dumps(data, default=_wire_default).encode()
-
-
-def page_of(model: type[M]) -> type[Page[M]]:
-    """The Page model whose items are ``model``."""
-    return Page[model]  # type: ignore[valid-type]
-
-
-def _seg(value: str) -> str:
-    return quote(value, safe="")
-
-
-def _workspace_of(path: str) -> str:
-    """The workspace segment of ``/v1/workspaces/{ws}/...`` as sent (quoted), or ''."""
-    parts = path.split("/")
-    return unquote(parts[3]) if len(parts) > 3 and parts[1:3] == ["v1", "workspaces"] else ""
 
 
 def _check_member(member: str) -> None:
@@ -111,175 +63,8 @@ def _check_member(member: str) -> None:
         raise ValueError(f"{member!r} cannot be a gateway member name")
 
 
-class PlatformClient:
+class PlatformClient(PlatformHttp):
     """Talks to one platform over HTTP; use as an async context manager or call ``aclose``."""
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | None = None,
-        timeout: float | httpx.Timeout = 10.0,
-        retry: RetryPolicy | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        rng: random.Random | None = None,
-        event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
-        gate: CallGate | None = None,
-        shared: SharedReads | None = None,
-    ) -> None:
-        headers = {"Accept": f"application/json, {PROBLEM_JSON}"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self.base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
-            transport=transport,
-            event_hooks=dict(event_hooks) if event_hooks else None,
-        )
-        self._retry = retry or RetryPolicy()
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        # Shared with the other clients of the same platform (see k8s/platforms.py); None for the
-        # CLI and tests, which call the platform directly.
-        self.gate = gate
-        self.shared = shared
-
-    @classmethod
-    def from_env(cls, **kwargs: Any) -> PlatformClient:
-        """A client for ``$BUNDLE_PLATFORM_URL`` with ``$BUNDLE_PLATFORM_TOKEN``."""
-        url = os.environ.get(ENV_URL)
-        if not url:
-            raise ValueError(f"{ENV_URL} is not set")
-        return cls(url, token=os.environ.get(ENV_TOKEN) or None, **kwargs)
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
-
-    async def __aenter__(self) -> PlatformClient:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    # --- transport --------------------------------------------------------------------------
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: bytes | None = None,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        safe: bool,
-    ) -> httpx.Response:
-        """Send one call, repeating it per the retry policy; raises a PlatformError on failure."""
-        all_headers = dict(headers or {})
-        if body is not None:
-            all_headers["Content-Type"] = "application/json"
-        # Whether an earlier attempt may have been carried out although its answer was lost.
-        maybe_done = False
-        for attempt in range(self._retry.attempts):
-            last = attempt == self._retry.attempts - 1
-            try:
-                response = await self._send(method, path, body, params, all_headers)
-            except CircuitOpen as exc:
-                if last or (exc.retry_after or 0.0) > _WAIT_OUT_PAUSE:
-                    raise
-                await self._sleep(exc.retry_after or 0.0)
-                continue
-            except _NOT_SENT as exc:
-                error: PlatformError = Unavailable(
-                    f"could not reach the platform at {self.base_url} ({type(exc).__name__})",
-                    code="unreachable",
-                )
-                retryable = True
-            except httpx.TransportError as exc:
-                error = Unavailable(
-                    f"the call to the platform at {self.base_url} failed ({type(exc).__name__})",
-                    code="transport_error",
-                )
-                retryable = safe
-                maybe_done = True
-            else:
-                if response.status_code < 400:
-                    return response
-                if response.status_code == 404 and method == "DELETE" and maybe_done:
-                    # The earlier attempt deleted it and its answer was lost: the delete is done.
-                    return response
-                error = problem_error(response)
-                maybe_done = maybe_done or response.status_code >= 500
-                retryable = response.status_code == 429 or (response.status_code >= 500 and safe)
-            if last or not retryable:
-                raise error
-            await self._sleep(self._retry.delay(attempt, error.retry_after, self._rng))
-        raise AssertionError("unreachable")  # pragma: no cover - the loop always returns or raises
-
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        body: bytes | None,
-        params: Mapping[str, str] | None,
-        headers: Mapping[str, str],
-    ) -> httpx.Response:
-        """One HTTP call, through the platform's gate when there is one."""
-        if self.gate is None:
-            return await self._http.request(method, path, content=body, params=params, headers=headers)
-        try:
-            async with self.gate.slot() as report:
-                try:
-                    response = await self._http.request(
-                        method, path, content=body, params=params, headers=headers
-                    )
-                except _NOT_SENT:
-                    report(Outcome(overloaded=True))
-                    raise
-                except httpx.TransportError:
-                    report(OK)
-                    raise
-                pause = response.headers.get("Retry-After")
-                if response.status_code == 429 or (response.status_code == 503 and pause is not None):
-                    report(Outcome(overloaded=True, retry_after=parse_retry_after(pause)))
-                else:
-                    report(OK)
-                return response
-        finally:
-            if method != "GET" and self.shared is not None:
-                self.shared.wrote(_workspace_of(path))
-
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        model: type[M],
-        *,
-        body: bytes | None = None,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        safe: bool,
-    ) -> M:
-        response = await self.request(method, path, body=body, params=params, headers=headers, safe=safe)
-        try:
-            return model.model_validate(response.json())
-        except (ValueError, ValidationError) as exc:
-            raise PlatformError(
-                f"the platform answered {method} {path} with a body that does not match the API: {exc}",
-                status=response.status_code,
-                code="bad_response",
-            ) from None
-
-    def _ws(self, workspace: str) -> str:
-        return f"/v1/workspaces/{_seg(workspace)}"
-
-    def _gw(self, workspace: str, bundle_id: str) -> str:
-        return f"{self._ws(workspace)}/gateway-bundles/{_seg(bundle_id)}"
 
     # --- entities ---------------------------------------------------------------------------
 
@@ -297,7 +82,7 @@ class PlatformClient:
     async def get(self, workspace: str, kind: Kind[E, Any, Any], entity_id: str) -> E:
         """One entity by id; NotFound when it does not exist."""
         return await self._call(
-            "GET", f"{self._ws(workspace)}/{kind.path}/{_seg(entity_id)}", kind.entity, safe=True
+            "GET", f"{self._ws(workspace)}/{kind.path}/{seg(entity_id)}", kind.entity, safe=True
         )
 
     async def list_page(
@@ -349,7 +134,7 @@ class PlatformClient:
         """Change the fields set in ``body``; PreconditionFailed when ``revision`` is not the current one."""
         return await self._call(
             "PATCH",
-            f"{self._ws(workspace)}/{kind.path}/{_seg(entity_id)}",
+            f"{self._ws(workspace)}/{kind.path}/{seg(entity_id)}",
             kind.entity,
             body=encode_body(body, only_set=True),
             headers={"If-Match": f'"{revision}"'},
@@ -365,12 +150,12 @@ class PlatformClient:
         """
         headers = {"If-Match": f'"{revision}"'} if revision is not None else None
         await self.request(
-            "DELETE", f"{self._ws(workspace)}/{kind.path}/{_seg(entity_id)}", headers=headers, safe=True
+            "DELETE", f"{self._ws(workspace)}/{kind.path}/{seg(entity_id)}", headers=headers, safe=True
         )
 
     async def find_by_idempotency_key(self, workspace: str, key: str) -> IdempotencyRecord | None:
         """What a create sent with ``key`` made in the workspace; None when no such create was recorded."""
-        path = f"{self._ws(workspace)}/idempotency-keys/{_seg(key)}"
+        path = f"{self._ws(workspace)}/idempotency-keys/{seg(key)}"
         try:
             return await self._call("GET", path, IdempotencyRecord, safe=True)
         except NotFound:
@@ -418,12 +203,12 @@ class PlatformClient:
         self, workspace: str, bundle_id: str, member: str, body: GatewayMemberPut
     ) -> GatewayMember:
         """Add a member (it joins at the end) or change an existing one."""
-        path = f"{self._gw(workspace, bundle_id)}/members/{_seg(member)}"
+        path = f"{self._gw(workspace, bundle_id)}/members/{seg(member)}"
         return await self._call("PUT", path, GatewayMember, body=encode_body(body), safe=True)
 
     async def delete_member(self, workspace: str, bundle_id: str, member: str) -> None:
         """Remove a member and its curation."""
-        await self.request("DELETE", f"{self._gw(workspace, bundle_id)}/members/{_seg(member)}", safe=True)
+        await self.request("DELETE", f"{self._gw(workspace, bundle_id)}/members/{seg(member)}", safe=True)
 
     async def order_members(
         self, workspace: str, bundle_id: str, members: Sequence[str]
@@ -444,14 +229,14 @@ class PlatformClient:
 
     async def get_tool(self, workspace: str, bundle_id: str, tool_id: str) -> GatewayTool:
         """One tool of the bundle by ``member__tool``."""
-        path = f"{self._gw(workspace, bundle_id)}/tools/{_seg(tool_id)}"
+        path = f"{self._gw(workspace, bundle_id)}/tools/{seg(tool_id)}"
         return await self._call("GET", path, GatewayTool, safe=True)
 
     async def put_tool(
         self, workspace: str, bundle_id: str, tool_id: str, body: GatewayToolCuration
     ) -> GatewayTool:
         """Replace the curation of tool ``member__tool``; Conflict when the override name is held."""
-        path = f"{self._gw(workspace, bundle_id)}/tools/{_seg(tool_id)}"
+        path = f"{self._gw(workspace, bundle_id)}/tools/{seg(tool_id)}"
         return await self._call("PUT", path, GatewayTool, body=encode_body(body), safe=True)
 
     async def list_member_prompts(self, workspace: str, bundle_id: str) -> list[GatewayMemberPrompt]:
@@ -463,7 +248,7 @@ class PlatformClient:
     ) -> GatewayMemberPrompt:
         """Replace how a member's prompt shows in this bundle."""
         _check_member(member)
-        path = f"{self._gw(workspace, bundle_id)}/member-prompts/{_seg(f'{member}__{prompt}')}"
+        path = f"{self._gw(workspace, bundle_id)}/member-prompts/{seg(f'{member}__{prompt}')}"
         return await self._call("PUT", path, GatewayMemberPrompt, body=encode_body(body), safe=True)
 
     async def list_member_resources(self, workspace: str, bundle_id: str) -> list[GatewayMemberResource]:
@@ -475,7 +260,7 @@ class PlatformClient:
     ) -> GatewayMemberResource:
         """Replace how a member's resource shows in this bundle."""
         _check_member(member)
-        path = f"{self._gw(workspace, bundle_id)}/member-resources/{_seg(member_resource_id(member, uri))}"
+        path = f"{self._gw(workspace, bundle_id)}/member-resources/{seg(member_resource_id(member, uri))}"
         return await self._call("PUT", path, GatewayMemberResource, body=encode_body(body), safe=True)
 
     async def list_prompts(self, workspace: str, bundle_id: str) -> list[GatewayPrompt]:
@@ -485,17 +270,17 @@ class PlatformClient:
     async def get_prompt(self, workspace: str, bundle_id: str, name: str) -> GatewayPrompt:
         """One of the bundle's own prompts."""
         return await self._call(
-            "GET", f"{self._gw(workspace, bundle_id)}/prompts/{_seg(name)}", GatewayPrompt, safe=True
+            "GET", f"{self._gw(workspace, bundle_id)}/prompts/{seg(name)}", GatewayPrompt, safe=True
         )
 
     async def put_prompt(self, workspace: str, bundle_id: str, body: GatewayPromptPut) -> GatewayPrompt:
         """Create or replace a bundle prompt by its name."""
-        path = f"{self._gw(workspace, bundle_id)}/prompts/{_seg(body.name)}"
+        path = f"{self._gw(workspace, bundle_id)}/prompts/{seg(body.name)}"
         return await self._call("PUT", path, GatewayPrompt, body=encode_body(body), safe=True)
 
     async def delete_prompt(self, workspace: str, bundle_id: str, name: str) -> None:
         """Delete a bundle prompt."""
-        await self.request("DELETE", f"{self._gw(workspace, bundle_id)}/prompts/{_seg(name)}", safe=True)
+        await self.request("DELETE", f"{self._gw(workspace, bundle_id)}/prompts/{seg(name)}", safe=True)
 
     async def list_resources(self, workspace: str, bundle_id: str) -> list[GatewayResource]:
         """The bundle's own resources in name order."""
@@ -524,14 +309,14 @@ class PlatformClient:
 
     async def issue_endpoint_key(self, workspace: str, endpoint_id: str) -> SecretStr:
         """Issue a new API key for an ApiKey endpoint; the previous key stops working."""
-        path = f"{self._ws(workspace)}/endpoints/{_seg(endpoint_id)}/api-key"
+        path = f"{self._ws(workspace)}/endpoints/{seg(endpoint_id)}/api-key"
         issued = await self._call("POST", path, ApiKeyIssued, safe=False)
         return issued.api_key
 
     # --- knowledge set sources --------------------------------------------------------------
 
     def _sources(self, workspace: str, set_id: str) -> str:
-        return f"{self._ws(workspace)}/knowledge-sets/{_seg(set_id)}/sources"
+        return f"{self._ws(workspace)}/knowledge-sets/{seg(set_id)}/sources"
 
     async def list_sources(self, workspace: str, set_id: str) -> list[KnowledgeSource]:
         """A knowledge set's sources in creation order (a set also embeds them in ``sources``)."""
@@ -545,7 +330,7 @@ class PlatformClient:
         With ``revision``, only at that revision of the source (PreconditionFailed otherwise), and
         then not repeated after a lost answer: the repeat would find the revision moved on.
         """
-        path = f"{self._sources(workspace, set_id)}/{_seg(key)}"
+        path = f"{self._sources(workspace, set_id)}/{seg(key)}"
         headers = {"If-Match": f'"{revision}"'} if revision is not None else None
         return await self._call(
             "PUT", path, KnowledgeSource, body=encode_body(body), headers=headers, safe=revision is None
@@ -563,13 +348,13 @@ class PlatformClient:
         ``revision`` of the source when given)."""
         headers = {"If-Match": f'"{revision}"'} if revision is not None else None
         await self.request(
-            "DELETE", f"{self._sources(workspace, set_id)}/{_seg(ref)}", headers=headers, safe=True
+            "DELETE", f"{self._sources(workspace, set_id)}/{seg(ref)}", headers=headers, safe=True
         )
 
     # --- app versions -----------------------------------------------------------------------
 
     def _versions(self, workspace: str, app_id: str) -> str:
-        return f"{self._ws(workspace)}/apps/{_seg(app_id)}/versions"
+        return f"{self._ws(workspace)}/apps/{seg(app_id)}/versions"
 
     async def list_app_versions(self, workspace: str, app_id: str) -> list[AppVersion]:
         """An app's versions, oldest first."""
@@ -591,38 +376,3 @@ class PlatformClient:
         body = encode_body(AppVersionUpdate(archived=archived))
         # Setting a flag to a value: repeating it is harmless.
         return await self._call("PATCH", path, AppVersion, body=body, safe=True)
-
-    # --- operations -------------------------------------------------------------------------
-
-    async def health(self) -> bool:
-        """True when the platform answers its health route."""
-        await self.request("GET", "/healthz", safe=True)
-        return True
-
-
-def problem_error(response: httpx.Response) -> PlatformError:
-    """The typed error for a failed response, read from its problem+json body when it has one."""
-    status = response.status_code
-    cls = error_for_status(status)
-    retry_after = parse_retry_after(response.headers.get("Retry-After"))
-    problem: Problem | None = None
-    if response.headers.get("Content-Type", "").split(";")[0].strip() in (PROBLEM_JSON, "application/json"):
-        try:
-            problem = Problem.model_validate(response.json())
-        except (ValueError, ValidationError):
-            problem = None
-    if problem is None:
-        return cls(
-            f"the platform answered HTTP {status} {response.reason_phrase}",
-            status=status,
-            code=f"http_{status}",
-            retry_after=retry_after,
-        )
-    return cls(
-        problem.detail,
-        status=status,
-        code=problem.code,
-        errors=problem.errors,
-        holders=problem.holders,
-        retry_after=retry_after,
-    )

@@ -10,8 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from bundle_operator.platform import catalog, kinds, models
-from bundle_operator.platform.client import page_of
 from bundle_operator.platform.conventions import MAX_LIMIT, WORKSPACE_PATTERN
+from bundle_operator.platform.http_calls import page_of
 
 WS = "/v1/workspaces/{workspace}"
 GW = WS + "/gateway-bundles/{bundle_id}"

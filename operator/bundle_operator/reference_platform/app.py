@@ -136,7 +136,8 @@ def create_app(config: ServerConfig) -> web.Application:
     app.router.add_route(
         "*", f"{mcp_path_prefix(config.public_url)}/{{endpoint}}/mcp", gateway.handle, name=ROUTE_NAME
     )
-    app.router.add_get("/v1/workspaces/{workspace}/gateway-bundles/{bundle_id}/audit", gateway.audit_route)
+    audit = "/v1/workspaces/{workspace}/gateway-bundles/{bundle_id}/audit"
+    app.router.add_get(audit, gateway.audit_log.route)
     for rules in RULES:
         EntityRoutes(rules).register(app)
     GatewayRoutes().register(app)

@@ -1,12 +1,10 @@
 """The gateway's MCP side: every enabled endpoint is a streamable-HTTP MCP server at its URL.
 
-Each endpoint gets an MCP ``Server`` of the official SDK and a session manager of its own, served
+Each endpoint gets an MCP server of its own (gateway_endpoint.py), started on first use and served
 through the API's listener (``{public path}/{name}/mcp``). Every request first passes the
 endpoint's own door: the endpoint must exist and be enabled, and an ApiKey endpoint wants its
-current key as a bearer token. Handlers answer from the endpoint's view (gateway_view.py), so a
-change to membership, curation, prompts or resources takes effect on the next request; the same
-change is announced to connected sessions as the matching ``list_changed`` notification, on the
-session of a handshake-era client and on the listen streams of a 2026-07-28 client.
+current key as a bearer token. The gateway follows the store and announces list changes to the
+endpoints it serves; tool calls go to the members through one pool of clients and are audited.
 """
 
 from __future__ import annotations
@@ -15,11 +13,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
-import re
-import time
-from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,394 +21,22 @@ import aiohttp
 import mcp_types as types
 from aiohttp import web
 from mcp import Client
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.models import InitializationOptions
-from mcp.server.session import ServerSession
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.subscriptions import (
-    InMemorySubscriptionBus,
-    ListenHandler,
-    PromptsListChanged,
-    ResourcesListChanged,
-    ServerEvent,
-    ToolsListChanged,
-)
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bundle_operator.reference_platform.asgi_bridge import serve_asgi
-from bundle_operator.reference_platform.gateway_view import (
-    OWN_RESOURCE_PREFIX,
-    EndpointView,
-    endpoint_view,
-)
-from bundle_operator.reference_platform.http import json_response, workspace
+from bundle_operator.reference_platform.gateway_audit import AuditLog
+from bundle_operator.reference_platform.gateway_endpoint import GatewayEndpoint
+from bundle_operator.reference_platform.gateway_view import EndpointView, endpoint_view
 from bundle_operator.reference_platform.member_forward import HeaderMismatch, MemberForwarder
 from bundle_operator.reference_platform.member_link import MemberLink, MemberPool
 from bundle_operator.reference_platform.problems import ApiError
 from bundle_operator.reference_platform.storage import Store
 
 log = logging.getLogger("bundle_operator.platform.gateway")
-audit_log = logging.getLogger("bundle_operator.platform.audit")
 
 ROUTE_NAME = "gateway-mcp"
-AUDIT_KEPT = 2000
-# Handshake-era sessions remembered per endpoint for notifications; the oldest go beyond this.
-MAX_LEGACY_SESSIONS = 1024
 DEBOUNCE = 0.05
-_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
-_SEPARATOR = "__"
-_LISTS = ("tools", "prompts", "resources")
-_EVENTS: dict[str, Callable[[], ServerEvent]] = {
-    "tools": ToolsListChanged,
-    "prompts": PromptsListChanged,
-    "resources": ResourcesListChanged,
-}
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """One tool call through the gateway; never its arguments."""
-
-    at: float
-    workspace: str
-    gateway_bundle_id: str
-    bundle: str
-    endpoint: str
-    presented_name: str
-    member: str | None
-    tool: str | None
-    duration_ms: float
-    outcome: str
-    error: str | None = None
-
-    def public(self) -> dict[str, Any]:
-        """The entry as the audit route shows it."""
-        return {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.at))
-            + f".{int(self.at % 1 * 1000):03d}Z",
-            "bundle": self.bundle,
-            "endpoint": self.endpoint,
-            "presented_name": self.presented_name,
-            "member": self.member,
-            "tool": self.tool,
-            "duration_ms": round(self.duration_ms, 3),
-            "outcome": self.outcome,
-            "error": self.error,
-        }
-
-
-def _not_found(what: str) -> MCPError:
-    return MCPError(code=types.INVALID_PARAMS, message=what)
-
-
-def render(text: str, arguments: dict[str, str]) -> str:
-    """Replace ``{{name}}`` once with its value; a value is inserted as written, never expanded."""
-    return _PLACEHOLDER.sub(lambda match: arguments.get(match.group(1), ""), text)
-
-
-class _AnnouncingServer(Server[Any]):
-    """An SDK ``Server`` whose handshake-era ``initialize`` says that all three lists can change.
-
-    The session manager asks for initialization options without arguments, which would advertise
-    no ``listChanged``; on the 2026-07-28 wire the flags follow from serving subscriptions/listen.
-    """
-
-    def create_initialization_options(
-        self,
-        notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-    ) -> InitializationOptions:
-        every_list = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
-        return super().create_initialization_options(
-            notification_options or every_list, experimental_capabilities, extensions
-        )
-
-
-@dataclass
-class GatewayEndpoint:
-    """The MCP server of one endpoint, with its sessions and listen streams."""
-
-    name: str
-    gateway: Gateway
-    view: EndpointView
-    server: Server[Any] = field(init=False)
-    manager: StreamableHTTPSessionManager = field(init=False)
-    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
-    sessions: dict[str, ServerSession] = field(default_factory=dict)
-    announced: dict[str, str] = field(default_factory=dict)
-    task: asyncio.Task[None] | None = None
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def __post_init__(self) -> None:
-        self.server = _AnnouncingServer(
-            f"bundle-gateway/{self.name}",
-            version="1",
-            instructions=self.view.description or None,
-            get_tool_input_schema=self._input_schema,
-            on_list_tools=self._list_tools,
-            on_list_prompts=self._list_prompts,
-            on_get_prompt=self._get_prompt,
-            on_list_resources=self._list_resources,
-            on_read_resource=self._read_resource,
-            on_completion=self._complete,
-            on_subscriptions_listen=ListenHandler(self.bus),
-        )
-        # Registered by method: its answer may be the member's raw result (a dict), passed through.
-        self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
-        self.server.middleware.insert(0, self._remember_session)
-        # Plain JSON answers where the protocol allows them: cheaper than an SSE stream per call.
-        self.manager = StreamableHTTPSessionManager(
-            app=self.server, json_response=True, session_idle_timeout=3600
-        )
-        self.announced = {what: self.view.fingerprint(what) for what in _LISTS}
-
-    async def start(self) -> None:
-        """Run the session manager in a task of its own until ``close``."""
-        ready = asyncio.Event()
-
-        async def run() -> None:
-            async with self.manager.run():
-                ready.set()
-                await self.stop.wait()
-
-        self.task = asyncio.create_task(run(), name=f"gateway-endpoint-{self.name}")
-        waiter = asyncio.create_task(ready.wait())
-        await asyncio.wait({self.task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        if self.task.done():
-            self.task.result()
-
-    async def close(self) -> None:
-        """Stop serving; open sessions end."""
-        self.stop.set()
-        if self.task is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self.task, timeout=5)
-
-    async def _remember_session(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        # Handshake-era sessions get list_changed on their session; remember each one that talks.
-        # Handshake-era sessions get list_changed on their session (the 2026-07-28 wire has none:
-        # its clients listen on the bus). The session object is made per message, so keep one.
-        if ctx.method == "notifications/initialized" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            request = ctx.request
-            headers = getattr(request, "headers", None)
-            session_id = headers.get("mcp-session-id") if headers is not None else None
-            self.sessions[session_id or f"anonymous-{id(ctx.session)}"] = ctx.session
-            while len(self.sessions) > MAX_LEGACY_SESSIONS:
-                del self.sessions[next(iter(self.sessions))]
-        return await call_next(ctx)
-
-    async def announce(self, view: EndpointView) -> None:
-        """Tell connected clients which lists changed since the last announcement."""
-        self.view = view
-        self.server.instructions = view.description or None
-        for what in _LISTS:
-            fingerprint = view.fingerprint(what)
-            if self.announced.get(what) == fingerprint:
-                continue
-            self.announced[what] = fingerprint
-            await self.bus.publish(_EVENTS[what]())
-            for session in list(self.sessions.values()):
-                try:
-                    if what == "tools":
-                        await session.send_tool_list_changed()
-                    elif what == "prompts":
-                        await session.send_prompt_list_changed()
-                    else:
-                        await session.send_resource_list_changed()
-                except Exception:
-                    self._forget(session)
-
-    def _forget(self, session: ServerSession) -> None:
-        for key, known in list(self.sessions.items()):
-            if known is session:
-                del self.sessions[key]
-
-    def forget(self, session_id: str) -> None:
-        """A client ended its session (HTTP DELETE)."""
-        self.sessions.pop(session_id, None)
-
-    # --- tools ---------------------------------------------------------------------------------
-
-    def _input_schema(self, name: str) -> dict[str, Any] | None:
-        tool = self.view.tools.get(name)
-        return tool.listing["inputSchema"] if tool else None
-
-    async def _list_tools(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        view = await self.gateway.current(self)
-        return types.ListToolsResult(
-            tools=[types.Tool.model_validate(t.listing) for t in view.tools.values()]
-        )
-
-    async def _call_tool(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | dict[str, Any]:
-        view = await self.gateway.current(self)
-        name = params.name
-        tool = view.tools.get(name)
-        started = time.perf_counter()
-        if tool is None:
-            reason = view.withheld_tools.get(name)
-            message = f"the tool '{name}' {reason}" if reason else f"this bundle has no tool '{name}'"
-            self.gateway.audit(view, name, None, started, "refused", message)
-            raise _not_found(message)
-        arguments = params.arguments or {}
-        try:
-            result = await self.gateway.call_member_tool(tool.link, tool.member, tool.tool, arguments)
-        except MCPError as exc:
-            self.gateway.audit(view, name, tool, started, "error", exc.message)
-            raise
-        failed = result.get("isError") if isinstance(result, dict) else result.is_error
-        self.gateway.audit(view, name, tool, started, "tool_error" if failed else "ok", None)
-        return result
-
-    # --- prompts -------------------------------------------------------------------------------
-
-    async def _list_prompts(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
-        view = await self.gateway.current(self)
-        prompts = [
-            types.Prompt(
-                name=p["name"],
-                title=p.get("title"),
-                description=p.get("description"),
-                arguments=[
-                    types.PromptArgument(name=a["name"], required=bool(a.get("required", False)))
-                    for a in p.get("arguments", [])
-                ],
-            )
-            for p in view.own_prompts.values()
-        ]
-        prompts += [types.Prompt.model_validate(p.listing) for p in view.member_prompts.values()]
-        return types.ListPromptsResult(prompts=prompts)
-
-    async def _get_prompt(
-        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
-        view = await self.gateway.current(self)
-        arguments = {k: str(v) for k, v in (params.arguments or {}).items()}
-        if _SEPARATOR not in params.name:
-            return self._own_prompt(view, params.name, arguments)
-        prompt = view.member_prompts.get(params.name)
-        if prompt is None:
-            raise _not_found(f"this bundle has no prompt '{params.name}'")
-        result: types.GetPromptResult = await self.gateway.on_member(
-            prompt.link, prompt.member, lambda client: client.get_prompt(prompt.name, arguments)
-        )
-        return result
-
-    @staticmethod
-    def _own_prompt(view: EndpointView, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
-        prompt = view.own_prompts.get(name)
-        if prompt is None:
-            raise _not_found(f"this bundle has no prompt '{name}'")
-        for argument in prompt.get("arguments", []):
-            if argument.get("required") and argument["name"] not in arguments:
-                raise MCPError(
-                    code=types.INVALID_PARAMS,
-                    message=f"the prompt '{name}' needs the argument '{argument['name']}'",
-                )
-        messages: list[types.PromptMessage] = []
-        for message in prompt.get("messages", []):
-            role = message.get("role", "user")
-            if message.get("text") is not None:
-                content: Any = types.TextContent(type="text", text=render(message["text"], arguments))
-            else:
-                resource = view.own_resources.get(message["resource"], {})
-                content = types.EmbeddedResource(
-                    type="resource",
-                    resource=types.TextResourceContents(
-                        uri=OWN_RESOURCE_PREFIX + message["resource"],
-                        mime_type=resource.get("mime_type") or "text/markdown",
-                        text=resource.get("content", ""),
-                    ),
-                )
-            messages.append(types.PromptMessage(role=role, content=content))
-        return types.GetPromptResult(description=prompt.get("description") or None, messages=messages)
-
-    async def _complete(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
-    ) -> types.CompleteResult:
-        view = await self.gateway.current(self)
-        ref, argument = params.ref, params.argument
-        if isinstance(ref, types.PromptReference):
-            own = view.own_prompts.get(ref.name)
-            if own is not None:
-                typed = argument.value.lower()
-                for declared in own.get("arguments", []):
-                    if declared["name"] == argument.name:
-                        values = [v for v in declared.get("values") or [] if v.lower().startswith(typed)]
-                        return types.CompleteResult(
-                            completion=types.Completion(
-                                values=values[:100], total=len(values), has_more=False
-                            )
-                        )
-            member_prompt = view.member_prompts.get(ref.name)
-            if member_prompt is not None:
-                upstream = types.PromptReference(type="ref/prompt", name=member_prompt.name)
-                result: types.CompleteResult = await self.gateway.on_member(
-                    member_prompt.link,
-                    member_prompt.member,
-                    lambda client: client.complete(
-                        upstream, {"name": argument.name, "value": argument.value}
-                    ),
-                )
-                return result
-        return types.CompleteResult(completion=types.Completion(values=[], total=0, has_more=False))
-
-    # --- resources -----------------------------------------------------------------------------
-
-    async def _list_resources(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        view = await self.gateway.current(self)
-        resources = [
-            types.Resource(
-                uri=OWN_RESOURCE_PREFIX + name,
-                name=name,
-                title=r.get("title"),
-                mime_type=r.get("mime_type") or "text/markdown",
-                size=r.get("size"),
-            )
-            for name, r in view.own_resources.items()
-        ]
-        resources += [types.Resource.model_validate(r.listing) for r in view.member_resources.values()]
-        return types.ListResourcesResult(resources=resources)
-
-    async def _read_resource(
-        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
-        view = await self.gateway.current(self)
-        uri = str(params.uri)
-        if uri.lower().startswith("bundle:"):
-            name = uri[len(OWN_RESOURCE_PREFIX) :] if uri.startswith(OWN_RESOURCE_PREFIX) else None
-            own = view.own_resources.get(name) if name is not None else None
-            if own is None or name is None:
-                raise _not_found(f"this bundle has no resource '{uri}'")
-            return types.ReadResourceResult(
-                contents=[
-                    types.TextResourceContents(
-                        uri=uri,
-                        mime_type=own.get("mime_type") or "text/markdown",
-                        text=own.get("content", ""),
-                    )
-                ]
-            )
-        resource = view.member_resources.get(uri)
-        if resource is None:
-            raise _not_found(f"this bundle serves no resource '{uri}'")
-        result: types.ReadResourceResult = await self.gateway.on_member(
-            resource.link, resource.member, lambda client: client.read_resource(uri)
-        )
-        return result
 
 
 class Gateway:
@@ -425,7 +47,7 @@ class Gateway:
         self.pool = MemberPool()
         self.forwarder = MemberForwarder()
         self.endpoints: dict[str, GatewayEndpoint] = {}
-        self.audit_entries: deque[AuditEntry] = deque(maxlen=AUDIT_KEPT)
+        self.audit_log = AuditLog()
         self._views: dict[str, tuple[int, EndpointView | None]] = {}
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
@@ -537,32 +159,10 @@ class Gateway:
             raise self._unavailable(link, member, exc) from None
 
     def audit(
-        self,
-        view: EndpointView,
-        presented: str,
-        tool: Any,
-        started: float,
-        outcome: str,
-        error: str | None,
+        self, view: EndpointView, presented: str, tool: Any, started: float, outcome: str, error: str | None
     ) -> None:
-        """Record one tool call (never its arguments) in memory and in the audit log."""
-        entry = AuditEntry(
-            at=time.time(),
-            workspace=view.workspace,
-            gateway_bundle_id=view.bundle_id,
-            bundle=view.bundle_name,
-            endpoint=view.name,
-            presented_name=presented,
-            member=getattr(tool, "member", None),
-            tool=getattr(tool, "tool", None),
-            duration_ms=(time.perf_counter() - started) * 1000,
-            outcome=outcome,
-            error=error,
-        )
-        self.audit_entries.append(entry)
-        audit_log.info(
-            "gateway.tool_call %s %s -> %s", entry.bundle, presented, outcome, extra={"audit": entry.public()}
-        )
+        """Record one tool call (never its arguments)."""
+        self.audit_log.record(view, presented, tool, started, outcome, error)
 
     async def _announce(self) -> None:
         while True:
@@ -614,17 +214,6 @@ class Gateway:
         if request.method == "DELETE" and session_id:
             live.forget(session_id)
         return response
-
-    async def audit_route(self, request: web.Request) -> web.Response:
-        """GET .../gateway-bundles/{id}/audit: the latest tool calls through its endpoints."""
-        ws = workspace(request)
-        bundle_id = request.match_info["bundle_id"]
-        entries = [
-            e.public()
-            for e in reversed(self.audit_entries)
-            if e.workspace == ws and e.gateway_bundle_id == bundle_id
-        ]
-        return json_response({"items": entries, "next_cursor": None})
 
 
 def mcp_path_prefix(public_url: str | None) -> str:

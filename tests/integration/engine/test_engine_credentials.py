@@ -11,8 +11,8 @@ import pytest
 
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.engine.apply import Blocked
+from bundle_operator.engine.bodies import server_create
 from bundle_operator.engine.desired import Inputs, desired_mcp
-from bundle_operator.engine.writer import _server_create
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.errors import Refused
@@ -99,7 +99,7 @@ async def test_the_installer_never_declares_a_credential_a_plain_string(
     desired = desired_mcp(parsed.bundle.mcps[0], inputs)
     assert desired.spec["server"]["env_schema"] == [{"name": name, "type": "secret"}]
     server = await client.create(
-        ws, kinds.MCP_SERVERS, _server_create(desired.spec["server"]), idempotency_key=f"{ws}-server"
+        ws, kinds.MCP_SERVERS, server_create(desired.spec["server"]), idempotency_key=f"{ws}-server"
     )
     body = McpInstanceCreate(server_id=server.id, name="Postgres", env={name: inputs.setup.get("plain", "")})
     with pytest.raises(Refused) as refused:

@@ -29,16 +29,9 @@ import yaml
 from bundle_operator.document.issues import Code as IssueCode
 from bundle_operator.document.issues import Issue, blocking, warning
 from bundle_operator.document.parse import parse_bundle_text
+from bundle_operator.k8s.bundle_status import bundle_status_fields, status_issues
 from bundle_operator.k8s.resources import BundleSource, BundleStatus
-from bundle_operator.k8s.sources import (
-    Resolved,
-    SourceError,
-    SourceSettings,
-    bundle_status_fields,
-    clear_cache,
-    resolve,
-    status_issues,
-)
+from bundle_operator.k8s.sources import Resolved, SourceError, SourceSettings, clear_cache, resolve
 from tests.integration.mcpb.test_mcpb_official_cli import MANIFEST as NOTES_MANIFEST
 from tests.integration.mcpb.test_mcpb_official_cli import (
     MCPB,
