@@ -1,17 +1,17 @@
-"""A throwaway certificate authority and a server certificate for 127.0.0.1, for tests that serve
-HTTPS on loopback (the fetcher refuses plain http)."""
+"""HTTPS on loopback for tests (the fetcher refuses plain http): a throwaway certificate authority
+with a server certificate for 127.0.0.1, and a threaded server that serves a handler with it."""
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
+import ssl
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from bundle_operator.devcluster.pki import loopback_serving
 
 
 @dataclass(frozen=True)
@@ -23,50 +23,49 @@ class TlsFiles:
     ca_pem: str
     ca_file: Path
 
-
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    def client_context(self) -> ssl.SSLContext:
+        """A client context that trusts only this CA."""
+        return ssl.create_default_context(cadata=self.ca_pem)
 
 
 def throwaway_tls(tmp: Path, ca_name: str = "test CA") -> TlsFiles:
     """Write a CA and a certificate for localhost and 127.0.0.1 it issued into ``tmp``."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name(ca_name))
-        .issuer_name(_name(ca_name))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("localhost"))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (tmp / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp / "server-key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    ca_pem = ca.public_bytes(serialization.Encoding.PEM).decode()
-    (tmp / "ca.pem").write_text(ca_pem)
-    return TlsFiles(tmp / "server.pem", tmp / "server-key.pem", ca_pem, tmp / "ca.pem")
+    ca, server = loopback_serving(ca_name)
+    (tmp / "server.pem").write_bytes(server.cert_pem)
+    (tmp / "server-key.pem").write_bytes(server.key_pem)
+    (tmp / "ca.pem").write_bytes(ca.cert_pem)
+    return TlsFiles(tmp / "server.pem", tmp / "server-key.pem", ca.cert_pem.decode(), tmp / "ca.pem")
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A keep-alive request handler that logs nothing and answers with one call."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def answer(self, status: int, body: bytes = b"", headers: Mapping[str, str] | None = None) -> None:
+        """Send a whole response: status, headers, Content-Length and body."""
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@contextmanager
+def https_server(handler: type[BaseHTTPRequestHandler], tls: TlsFiles) -> Iterator[int]:
+    """Serve ``handler`` over HTTPS on 127.0.0.1 in a thread; yields the port."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tls.cert, tls.key)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

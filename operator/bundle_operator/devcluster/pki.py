@@ -83,6 +83,21 @@ def _name(common_name: str, organization: str | None = None) -> x509.Name:
     return x509.Name(attributes)
 
 
+def _key_usage(*, signs_certificates: bool) -> x509.KeyUsage:
+    # Every key here signs (ECDSA); only a CA's signs certificates and CRLs.
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=signs_certificates,
+        crl_sign=signs_certificates,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def _new_ca(common_name: str) -> tuple[CertKey, ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = _new_key()
     now = datetime.datetime.now(datetime.UTC)
@@ -96,20 +111,7 @@ def _new_ca(common_name: str) -> tuple[CertKey, ec.EllipticCurvePrivateKey, x509
         .not_valid_before(now - BACKDATE)
         .not_valid_after(now + VALIDITY)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(signs_certificates=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -135,20 +137,7 @@ def _issue(
         .not_valid_before(now - BACKDATE)
         .not_valid_after(now + VALIDITY)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(signs_certificates=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
@@ -160,6 +149,20 @@ def _issue(
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     cert = builder.sign(ca_key, hashes.SHA256())
     return CertKey(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def loopback_serving(ca_name: str) -> tuple[CertKey, CertKey]:
+    """A fresh CA, and a serving certificate it issued for localhost and 127.0.0.1."""
+    ca, ca_key, ca_cert = _new_ca(ca_name)
+    server = _issue(
+        ca_key,
+        ca_cert,
+        _name("localhost"),
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        ("localhost",),
+        (ipaddress.ip_address("127.0.0.1"),),
+    )
+    return ca, server
 
 
 def generate(service_ip: str, advertise_address: str) -> ClusterPKI:

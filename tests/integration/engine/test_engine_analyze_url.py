@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import ssl
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -23,7 +20,7 @@ import pytest
 
 from tests.integration.engine.conftest import TOKEN
 from tests.integration.platform.platform_harness import PlatformProcess
-from tests.tls import throwaway_tls
+from tests.tls import QuietHandler, https_server, throwaway_tls
 
 pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,47 +43,24 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tls = throwaway_tls(tmp_path_factory.mktemp("tls"))
-    cert, key, ca_file = tls.cert, tls.key, tls.ca_file
-    state: dict[str, Server] = {}
+    files = {
+        "/triage.yaml": TRIAGE,
+        "/broken.yaml": BLOCKED,
+        "/huge.yaml": b"# " + b"x" * (5 * 1024 * 1024) + b"\n",
+    }
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             path = urlsplit(self.path).path
-            body = state["server"].files.get(path)
             if path == "/redirect-inward":
-                self.send_response(302)
-                self.send_header("Location", "https://169.254.169.254/latest/meta-data")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            status = 200 if body is not None else 404
-            data = body if body is not None else b"not here"
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+                self.answer(302, headers={"Location": "https://169.254.169.254/latest/meta-data"})
+            elif path in files:
+                self.answer(200, files[path])
+            else:
+                self.answer(404, b"not here")
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.load_cert_chain(cert, key)
-    httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
-    state["server"] = Server(port=httpd.server_address[1], ca_file=ca_file)
-    state["server"].files.update(
-        {
-            "/triage.yaml": TRIAGE,
-            "/broken.yaml": BLOCKED,
-            "/huge.yaml": b"# " + b"x" * (5 * 1024 * 1024) + b"\n",
-        }
-    )
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield state["server"]
-    httpd.shutdown()
-    httpd.server_close()
+    with https_server(Handler, tls) as port:
+        yield Server(port=port, ca_file=tls.ca_file, files=files)
 
 
 def analyze(server: Server, url: str, *extra: str, trusted: bool = True) -> subprocess.CompletedProcess[str]:

@@ -14,11 +14,9 @@ import json
 import shutil
 import socket
 import ssl
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,7 +41,7 @@ from tests.integration.mcpb.test_mcpb_official_cli import (
     _run,
     _subject,
 )
-from tests.tls import throwaway_tls
+from tests.tls import QuietHandler, https_server, throwaway_tls
 
 REPO = Path(__file__).resolve().parents[3]
 TRIAGE_TEXT = (REPO / "examples" / "github-triage.yaml").read_text()
@@ -122,46 +120,27 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tls = throwaway_tls(tmp_path_factory.mktemp("tls"))
-    cert, key, ca_pem = tls.cert, tls.key, tls.ca_pem
     state: dict[str, Server] = {}
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             srv = state["server"]
             path = urlsplit(self.path).path
             srv.hits[path] += 1
             if path.startswith("/status/"):
-                self._send(int(path.removeprefix("/status/")), b"status")
+                self.answer(int(path.removeprefix("/status/")), b"status")
             elif path == "/huge":  # declares more than any cap, sends nothing
                 self.send_response(200)
                 self.send_header("Content-Length", str(1 << 40))
                 self.end_headers()
             elif path in srv.files:
-                self._send(200, srv.files[path])
+                self.answer(200, srv.files[path])
             else:
-                self._send(404, b"not here")
+                self.answer(404, b"not here")
 
-        def _send(self, status: int, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.load_cert_chain(cert, key)
-    httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
-    state["server"] = Server(port=httpd.server_address[1], ca=ssl.create_default_context(cadata=ca_pem))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield state["server"]
-    httpd.shutdown()
-    httpd.server_close()
+    with https_server(Handler, tls) as port:
+        state["server"] = Server(port=port, ca=tls.client_context())
+        yield state["server"]
 
 
 @pytest.fixture

@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import ipaddress
 import os
 import socket
 import ssl
 import stat
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from bundle_operator.fetch import FetchRefused, fetch_to_file, is_public_address, resolve_checked
+from tests.tls import QuietHandler, https_server, throwaway_tls
 
 PAYLOAD = os.urandom(300_000)
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -49,48 +43,12 @@ class Server:
         return f"https://{host}:{self.port}{path}"
 
 
-def _certificate(tmp: Path) -> tuple[Path, Path, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    pem = cert.public_bytes(serialization.Encoding.PEM)
-    (tmp / "cert.pem").write_bytes(pem)
-    (tmp / "key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return tmp / "cert.pem", tmp / "key.pem", pem
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    cert, key, pem = _certificate(tmp_path_factory.mktemp("tls"))
+    tls = throwaway_tls(tmp_path_factory.mktemp("tls"))
     state: dict[str, Server] = {}
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             srv = state["server"]
             srv.hits.append(self.path)
@@ -99,7 +57,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             parts = urlsplit(self.path)
             query = parse_qs(parts.query)
             if parts.path == "/file":
-                self._send(200, PAYLOAD)
+                self.answer(200, PAYLOAD)
             elif parts.path == "/chunked":
                 self.send_response(200)
                 self.send_header("Transfer-Encoding", "chunked")
@@ -113,35 +71,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 self.send_header("Content-Length", str(10 * 1024 * 1024 * 1024))
                 self.end_headers()
             elif parts.path == "/redirect":
-                self.send_response(302)
-                self.send_header("Location", query["to"][0])
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                self.answer(302, headers={"Location": query["to"][0]})
             elif parts.path == "/loop":
-                self.send_response(307)
-                self.send_header("Location", "/loop")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                self.answer(307, headers={"Location": "/loop"})
             else:
-                self._send(404, b"no")
+                self.answer(404, b"no")
 
-        def _send(self, status: int, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.load_cert_chain(cert, key)
-    httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
-    ca = ssl.create_default_context(cadata=pem.decode())
-    state["server"] = Server(port=httpd.server_address[1], ca=ca)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield state["server"]
-    httpd.shutdown()
-    httpd.server_close()
+    with https_server(Handler, tls) as port:
+        state["server"] = Server(port=port, ca=tls.client_context())
+        yield state["server"]
 
 
 def _left_in(folder: Path) -> list[str]:
