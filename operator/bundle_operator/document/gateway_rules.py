@@ -8,6 +8,8 @@ document itself presents must be unique.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, TypeVar
 
 from bundle_operator.document.issues import Code, Issue, blocking
 from bundle_operator.document.models import Bundle, Gateway
@@ -19,6 +21,14 @@ from bundle_operator.document.names import (
     slug_problem,
 )
 from bundle_operator.document.pointer import join_pointer
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
 
 GATEWAY_ENTITY = "gateway:gateway"
 PROMPT_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
@@ -52,6 +62,33 @@ def check_gateway(bundle: Bundle) -> list[Issue]:
 
 def _issue(code: Code, message: str, pointer: str) -> Issue:
     return blocking(code, message, pointer, GATEWAY_ENTITY)
+
+
+def _named(
+    items: Sequence[N], what: str, limit: int, name_problem: Callable[[str], str | None], issues: list[Issue]
+) -> Iterator[tuple[N, str]]:
+    """Each of the gateway's own prompts or resources with its pointer, after the checks they share
+    (how many, a usable name, no name twice) have added their issues."""
+    path = f"/gateway/{what}s"
+    if len(items) > limit:
+        message = f"the gateway has {len(items)} {what}s; at most {limit} are allowed"
+        issues.append(_issue(Code.GATEWAY_LIMIT, message, path))
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        pointer = join_pointer(path, index)
+        problem = name_problem(item.name)
+        if problem is not None:
+            message = f"{what} name '{item.name}' {problem}"
+            issues.append(_issue(Code.GATEWAY_INVALID_NAME, message, join_pointer(pointer, "name")))
+        if item.name in seen:
+            issues.append(_issue(Code.GATEWAY_DUPLICATE, f"{what} '{item.name}' is declared twice", pointer))
+        seen.add(item.name)
+        yield item, pointer
+
+
+def _unusable(name: str) -> str | None:
+    problem = resource_name_problem(name)
+    return None if problem is None else f"is not usable: {problem}"
 
 
 def _members(gateway: Gateway) -> list[Issue]:
@@ -166,31 +203,7 @@ def _member_entries(gateway: Gateway) -> list[Issue]:
 
 def _prompts(gateway: Gateway, resource_names: set[str]) -> list[Issue]:
     issues: list[Issue] = []
-    if len(gateway.prompts) > MAX_PROMPTS:
-        issues.append(
-            _issue(
-                Code.GATEWAY_LIMIT,
-                f"the gateway has {len(gateway.prompts)} prompts; at most {MAX_PROMPTS} are allowed",
-                "/gateway/prompts",
-            )
-        )
-    seen: set[str] = set()
-    for index, prompt in enumerate(gateway.prompts):
-        pointer = join_pointer("/gateway/prompts", index)
-        problem = prompt_name_problem(prompt.name)
-        if problem is not None:
-            issues.append(
-                _issue(
-                    Code.GATEWAY_INVALID_NAME,
-                    f"prompt name '{prompt.name}' {problem}",
-                    join_pointer(pointer, "name"),
-                )
-            )
-        if prompt.name in seen:
-            issues.append(
-                _issue(Code.GATEWAY_DUPLICATE, f"prompt '{prompt.name}' is declared twice", pointer)
-            )
-        seen.add(prompt.name)
+    for prompt, pointer in _named(gateway.prompts, "prompt", MAX_PROMPTS, prompt_name_problem, issues):
         declared: set[str] = set()
         for arg_index, argument in enumerate(prompt.arguments):
             arg_pointer = join_pointer(pointer, "arguments", arg_index, "name")
@@ -268,32 +281,8 @@ def _prompts(gateway: Gateway, resource_names: set[str]) -> list[Issue]:
 
 def _resources(gateway: Gateway) -> list[Issue]:
     issues: list[Issue] = []
-    if len(gateway.resources) > MAX_RESOURCES:
-        issues.append(
-            _issue(
-                Code.GATEWAY_LIMIT,
-                f"the gateway has {len(gateway.resources)} resources; at most {MAX_RESOURCES} are allowed",
-                "/gateway/resources",
-            )
-        )
-    seen: set[str] = set()
     total = 0
-    for index, resource in enumerate(gateway.resources):
-        pointer = join_pointer("/gateway/resources", index)
-        problem = resource_name_problem(resource.name)
-        if problem is not None:
-            issues.append(
-                _issue(
-                    Code.GATEWAY_INVALID_NAME,
-                    f"resource name '{resource.name}' is not usable: {problem}",
-                    join_pointer(pointer, "name"),
-                )
-            )
-        if resource.name in seen:
-            issues.append(
-                _issue(Code.GATEWAY_DUPLICATE, f"resource '{resource.name}' is declared twice", pointer)
-            )
-        seen.add(resource.name)
+    for resource, pointer in _named(gateway.resources, "resource", MAX_RESOURCES, _unusable, issues):
         size = len(resource.content.encode("utf-8"))
         total += size
         if size > MAX_RESOURCE:

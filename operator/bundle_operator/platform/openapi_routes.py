@@ -90,6 +90,17 @@ IF_MATCH_SOURCE = Param(
     "If-Match", "header", {"type": "string"}, description="change only at this revision of the source"
 )
 
+
+def _listing(path: str, op_id: str, summary: str, tag: str, item: type[BaseModel]) -> Op:
+    """A GET of one page of ``item``s."""
+    return Op("get", path, op_id, summary, tag, response=page_of(item), params=PAGING)
+
+
+def _reading(path: str, op_id: str, summary: str, tag: str, answer: type[BaseModel]) -> Op:
+    """A GET of one ``answer``."""
+    return Op("get", path, op_id, summary, tag, response=answer)
+
+
 _FILTER_SCHEMAS: dict[str, dict[str, Any]] = {"archived": {"type": "boolean"}}
 
 
@@ -249,15 +260,7 @@ def operations() -> list[Op]:
             g,
             response=page_of(m.GatewayAuditEntry),
         ),
-        Op(
-            "get",
-            f"{GW}/members",
-            "list_gateway_members",
-            "List members in order",
-            g,
-            response=page_of(m.GatewayMember),
-            params=PAGING,
-        ),
+        _listing(f"{GW}/members", "list_gateway_members", "List members in order", g, m.GatewayMember),
         Op(
             "put",
             f"{GW}/members:order",
@@ -285,22 +288,11 @@ def operations() -> list[Op]:
             g,
             ok=204,
         ),
-        Op(
-            "get",
-            f"{GW}/tools",
-            "list_gateway_tools",
-            "List the tools the bundle can serve",
-            g,
-            response=page_of(m.GatewayTool),
-            params=PAGING,
+        _listing(
+            f"{GW}/tools", "list_gateway_tools", "List the tools the bundle can serve", g, m.GatewayTool
         ),
-        Op(
-            "get",
-            f"{GW}/tools/{{tool_id}}",
-            "get_gateway_tool",
-            "Get one tool (id member__tool)",
-            g,
-            response=m.GatewayTool,
+        _reading(
+            f"{GW}/tools/{{tool_id}}", "get_gateway_tool", "Get one tool (id member__tool)", g, m.GatewayTool
         ),
         Op(
             "put",
@@ -312,14 +304,12 @@ def operations() -> list[Op]:
             response=m.GatewayTool,
             errors=(400, 401, 404, 409, 422),
         ),
-        Op(
-            "get",
+        _listing(
             f"{GW}/member-prompts",
             "list_gateway_member_prompts",
             "List members' prompts",
             g,
-            response=page_of(m.GatewayMemberPrompt),
-            params=PAGING,
+            m.GatewayMemberPrompt,
         ),
         Op(
             "put",
@@ -330,14 +320,12 @@ def operations() -> list[Op]:
             request=m.GatewayEntryCuration,
             response=m.GatewayMemberPrompt,
         ),
-        Op(
-            "get",
+        _listing(
             f"{GW}/member-resources",
             "list_gateway_member_resources",
             "List members' resources",
             g,
-            response=page_of(m.GatewayMemberResource),
-            params=PAGING,
+            m.GatewayMemberResource,
         ),
         Op(
             "put",
@@ -348,23 +336,14 @@ def operations() -> list[Op]:
             request=m.GatewayEntryCuration,
             response=m.GatewayMemberResource,
         ),
-        Op(
-            "get",
+        _listing(
             f"{GW}/prompts",
             "list_gateway_prompts",
             "List the bundle's prompts in name order",
             g,
-            response=page_of(m.GatewayPrompt),
-            params=PAGING,
+            m.GatewayPrompt,
         ),
-        Op(
-            "get",
-            f"{GW}/prompts/{{name}}",
-            "get_gateway_prompt",
-            "Get a bundle prompt",
-            g,
-            response=m.GatewayPrompt,
-        ),
+        _reading(f"{GW}/prompts/{{name}}", "get_gateway_prompt", "Get a bundle prompt", g, m.GatewayPrompt),
         Op(
             "put",
             f"{GW}/prompts/{{name}}",
@@ -376,22 +355,19 @@ def operations() -> list[Op]:
             also_ok=(201,),
         ),
         Op("delete", f"{GW}/prompts/{{name}}", "delete_gateway_prompt", "Delete a bundle prompt", g, ok=204),
-        Op(
-            "get",
+        _listing(
             f"{GW}/resources",
             "list_gateway_resources",
             "List the bundle's resources in name order",
             g,
-            response=page_of(m.GatewayResource),
-            params=PAGING,
+            m.GatewayResource,
         ),
-        Op(
-            "get",
+        _reading(
             f"{GW}/resources/{{name}}",
             "get_gateway_resource",
             "Get a bundle resource (the name may contain '/')",
             g,
-            response=m.GatewayResource,
+            m.GatewayResource,
         ),
         Op(
             "put",

@@ -279,61 +279,62 @@ class GatewayRoutes:
 
     async def list_member_prompts(self, request: web.Request) -> web.Response:
         """Members' prompts with their curation."""
-        ctx, ws, bundle_id = self._target(request)
-
-        def read(tx: Tx) -> tuple[list[dict[str, Any]], dict[str, int]]:
-            bundle = _bundle(tx, ws, bundle_id)
-            return entry_views(tx, ws, bundle, "prompts", rules.MEMBER_PROMPT), positions(tx, bundle)
-
-        return _page_by_member(request, *await ctx.store.transact(read))
+        return await self._list_member_entries(request, "prompts", rules.MEMBER_PROMPT)
 
     async def put_member_prompt(self, request: web.Request) -> web.Response:
         """Curate a member's prompt (``member__prompt``) in this bundle."""
-        ctx, ws, bundle_id = self._target(request)
         entry_id = request.match_info["entry_id"]
         body = parse(GatewayEntryCuration, await read_json(request))
         split = rules.split_entry_id(entry_id)
         if split is None:
             raise not_found(f"the member prompt '{entry_id}' (ids are member__prompt)")
         member_name, prompt = split
-
-        def apply(tx: Tx) -> dict[str, Any]:
-            bundle = _bundle(tx, ws, bundle_id)
-            _member(tx, bundle, member_name)
-            data = body.model_dump(mode="json") | {"member": member_name, "name": prompt}
-            _put_entry(tx, bundle, rules.MEMBER_PROMPT, entry_id, data)
-            views = entry_views(tx, ws, bundle, "prompts", rules.MEMBER_PROMPT)
-            return next(v for v in views if v["id"] == entry_id)
-
-        return json_response(await ctx.store.transact(apply))
+        names = {"name": prompt}
+        return await self._curate(request, body, "prompts", rules.MEMBER_PROMPT, member_name, names)
 
     async def list_member_resources(self, request: web.Request) -> web.Response:
         """Members' resources with their curation."""
-        ctx, ws, bundle_id = self._target(request)
-
-        def read(tx: Tx) -> tuple[list[dict[str, Any]], dict[str, int]]:
-            bundle = _bundle(tx, ws, bundle_id)
-            views = entry_views(tx, ws, bundle, "resources", rules.MEMBER_RESOURCE)
-            return views, positions(tx, bundle)
-
-        return _page_by_member(request, *await ctx.store.transact(read))
+        return await self._list_member_entries(request, "resources", rules.MEMBER_RESOURCE)
 
     async def put_member_resource(self, request: web.Request) -> web.Response:
         """Curate a member's resource in this bundle (id from ``member_resource_id``)."""
-        ctx, ws, bundle_id = self._target(request)
         entry_id = request.match_info["entry_id"]
         body = parse(GatewayEntryCuration, await read_json(request))
         split = parse_member_resource_id(entry_id)
         if split is None or member_resource_id(*split) != entry_id:
             raise not_found(f"the member resource '{entry_id}'")
         member_name, uri = split
+        names = {"uri": uri}
+        return await self._curate(request, body, "resources", rules.MEMBER_RESOURCE, member_name, names)
+
+    async def _list_member_entries(self, request: web.Request, what: str, kind: str) -> web.Response:
+        ctx, ws, bundle_id = self._target(request)
+
+        def read(tx: Tx) -> tuple[list[dict[str, Any]], dict[str, int]]:
+            bundle = _bundle(tx, ws, bundle_id)
+            return entry_views(tx, ws, bundle, what, kind), positions(tx, bundle)
+
+        return _page_by_member(request, *await ctx.store.transact(read))
+
+    async def _curate(
+        self,
+        request: web.Request,
+        body: GatewayEntryCuration,
+        what: str,
+        kind: str,
+        member_name: str,
+        names: dict[str, str],
+    ) -> web.Response:
+        """Put the curation of one member entry (``names`` say which) and answer its view."""
+        ctx, ws, bundle_id = self._target(request)
+        entry_id = request.match_info["entry_id"]
 
         def apply(tx: Tx) -> dict[str, Any]:
             bundle = _bundle(tx, ws, bundle_id)
             _member(tx, bundle, member_name)
-            data = body.model_dump(mode="json") | {"member": member_name, "uri": uri}
-            _put_entry(tx, bundle, rules.MEMBER_RESOURCE, entry_id, data)
-            views = entry_views(tx, ws, bundle, "resources", rules.MEMBER_RESOURCE)
+            data = body.model_dump(mode="json") | {"member": member_name} | names
+            _put_entry(tx, bundle, kind, entry_id, data)
+            views = entry_views(tx, ws, bundle, what, kind)
             return next(v for v in views if v["id"] == entry_id)
 
         return json_response(await ctx.store.transact(apply))

@@ -28,35 +28,35 @@ _WRITE_KEYS = ("readOnlyHint", "destructiveHint")
 
 
 @dataclass(frozen=True)
-class ServedTool:
+class Served:
+    """What a member offers through the endpoint: the member, how to reach it, its listing."""
+
+    member: str
+    link: MemberLink | None
+    listing: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ServedTool(Served):
     """A tool as the endpoint presents it, and where calls to it go."""
 
     presented: str
-    member: str
     tool: str
-    link: MemberLink | None
-    listing: dict[str, Any]
 
 
 @dataclass(frozen=True)
-class MemberPrompt:
+class MemberPrompt(Served):
     """A member's prompt as the endpoint presents it."""
 
     presented: str
-    member: str
     name: str
-    link: MemberLink | None
-    listing: dict[str, Any]
 
 
 @dataclass(frozen=True)
-class MemberResource:
+class MemberResource(Served):
     """A member's resource the endpoint passes through under its own URI."""
 
     uri: str
-    member: str
-    link: MemberLink | None
-    listing: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,13 @@ def _tools(
         title = view["override_title"] or definition.get("title")
         if title:
             listing["title"] = title
-        served[name] = ServedTool(name, view["member"], view["tool"], links.get(view["member"]), listing)
+        served[name] = ServedTool(
+            member=view["member"],
+            link=links.get(view["member"]),
+            listing=listing,
+            presented=name,
+            tool=view["tool"],
+        )
     return served, withheld
 
 
@@ -182,7 +188,11 @@ def _member_prompts(
         if title:
             listing["title"] = title
         served[presented] = MemberPrompt(
-            presented, view["member"], view["name"], links.get(view["member"]), listing
+            member=view["member"],
+            link=links.get(view["member"]),
+            listing=listing,
+            presented=presented,
+            name=view["name"],
         )
     return served, frozenset(hidden - set(served))
 
@@ -212,7 +222,12 @@ def _member_resources(
             listing["title"] = title
         if definition.get("mime_type"):
             listing["mimeType"] = definition["mime_type"]
-        served[uri] = MemberResource(uri, view["member"], links.get(view["member"]), listing)
+        served[uri] = MemberResource(
+            member=view["member"],
+            link=links.get(view["member"]),
+            listing=listing,
+            uri=uri,
+        )
     return served, frozenset(hidden - set(served))
 
 
