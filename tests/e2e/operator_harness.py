@@ -23,6 +23,16 @@ CRDS = ROOT / "crds"
 EXAMPLES = ROOT / "examples" / "k8s"
 
 
+def resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A manifest of one of the operator's kinds, in the namespace kubectl is pointed at."""
+    return {
+        "apiVersion": "bundle-operator.dev/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def free_port() -> int:
     """A free TCP port on loopback."""
     with socket.socket() as sock:

@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
+from tests.documents import bundle_document
 from tests.e2e.operator_harness import condition, free_port, sigterm_and_wait
 from tests.gitops.tools import GitopsToolError, helm3_binary, helm_binary
 from tests.integration.platform.platform_harness import TOKEN, PlatformProcess, start_platform
@@ -77,18 +78,16 @@ CRD_RULE = {
 NAMESPACES_RULE = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
 
 # The document of the house-style Bundle, which the values take from the user's ConfigMap.
-HOUSE_STYLE = {
-    "schema_version": "0.1.0",
-    "name": "house-style",
-    "version": "1.0.0",
-    "skills": [
+HOUSE_STYLE = bundle_document(
+    "house-style",
+    skills=[
         {
             "key": "house_style",
             "source_type": "inline",
             "content": "---\nname: house-style\ndescription: How we write.\n---\n# House style\n",
         }
     ],
-}
+)
 
 
 # --- helm ------------------------------------------------------------------------------------------
@@ -439,11 +438,11 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
                     "name": "kit",
                     "spec": {
                         "source": {
-                            "inline": {
-                                "schema_version": "0.1.0",
-                                "name": "kit",
-                                "setup": [{"key": "token", "label": "Token", "type": "secret"}],
-                            }
+                            "inline": bundle_document(
+                                "kit",
+                                version=None,
+                                setup=[{"key": "token", "label": "Token", "type": "secret"}],
+                            )
                         }
                     },
                 }

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from bundle_operator.devcluster import Kubectl, wait_until
+from tests.documents import bundle_document
 
 pytestmark = pytest.mark.e2e
 
@@ -181,11 +182,9 @@ def test_a_one_megabyte_inline_bundle_is_accepted(kubectl: Kubectl, crds: None, 
         "metadata": {"name": "big"},
         "spec": {
             "source": {
-                "inline": {
-                    "schema_version": "0.1.0",
-                    "name": "big",
-                    "skills": [{"key": "big", "source_type": "inline", "content": content}],
-                }
+                "inline": bundle_document(
+                    "big", version=None, skills=[{"key": "big", "source_type": "inline", "content": content}]
+                )
             }
         },
     }

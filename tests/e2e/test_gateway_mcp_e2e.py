@@ -21,7 +21,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference
 
 from bundle_operator.devcluster import Kubectl, wait_until
-from tests.e2e.operator_harness import OperatorProcess, wait_ready
+from tests.documents import bundle_document
+from tests.e2e.operator_harness import OperatorProcess, resource, wait_ready
 from tests.integration.platform.platform_harness import PlatformProcess
 from tests.mcp_members import Members, members_thread
 
@@ -31,16 +32,14 @@ BUNDLE = "gw-peers"
 
 
 def document(members: Members, forecast_description: str) -> dict[str, Any]:
-    return {
-        "schema_version": "0.1.0",
-        "name": BUNDLE,
-        "version": "1.0.0",
-        "description": "Weather and notes behind one endpoint.",
-        "mcps": [
+    return bundle_document(
+        BUNDLE,
+        description="Weather and notes behind one endpoint.",
+        mcps=[
             {"key": "weather", "name": "Weather", "type": "url", "endpoint_url": members.url("weather")},
             {"key": "notes", "name": "Notes", "type": "url", "endpoint_url": members.url("notes")},
         ],
-        "gateway": {
+        gateway={
             "description": "Forecasts, alerts and notes for planning a day.",
             "members": ["weather", "notes"],
             "tools": [
@@ -73,16 +72,7 @@ def document(members: Members, forecast_description: str) -> dict[str, Any]:
                 }
             ],
         },
-    }
-
-
-def manifest(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "bundle-operator.dev/v1alpha1",
-        "kind": kind,
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    )
 
 
 def apply(
@@ -131,10 +121,10 @@ def test_a_client_uses_the_gateway_of_an_installed_bundle(
 ) -> None:
     kubectl.wait_for_condition("crd", "endpoints.bundle-operator.dev", "Established", timeout=30)
     suffix = namespace.rsplit("-", 1)[-1]
-    bundle = manifest("Bundle", BUNDLE, {"source": {"inline": document(members, "Forecast for a city.")}})
+    bundle = resource("Bundle", BUNDLE, {"source": {"inline": document(members, "Forecast for a city.")}})
     apply(kubectl, tmp_path, namespace, bundle, server_side=True)
     installation = {"bundleRef": {"name": BUNDLE}, "workspace": namespace}
-    apply(kubectl, tmp_path, namespace, manifest("BundleInstallation", BUNDLE, installation))
+    apply(kubectl, tmp_path, namespace, resource("BundleInstallation", BUNDLE, installation))
     plain, chatgpt = f"peers-{suffix}", f"peers-gpt-{suffix}"
     for name, profile in ((plain, "Default"), (chatgpt, "ChatGPT")):
         spec = {
@@ -142,7 +132,7 @@ def test_a_client_uses_the_gateway_of_an_installed_bundle(
             "profile": profile,
             "credentialsSecretName": f"{name}-key",
         }
-        apply(kubectl, tmp_path, namespace, manifest("Endpoint", name, spec))
+        apply(kubectl, tmp_path, namespace, resource("Endpoint", name, spec))
     endpoint = wait_ready(kubectl, "bep", plain, namespace, timeout=90)
     wait_ready(kubectl, "bep", chatgpt, namespace, timeout=90)
 
@@ -212,7 +202,7 @@ def test_a_client_uses_the_gateway_of_an_installed_bundle(
             client.listen(tools_list_changed=True) as subscription,
         ):
             events = subscription.__aiter__()
-            changed = manifest(
+            changed = resource(
                 "Bundle", BUNDLE, {"source": {"inline": document(members, "Seven-day forecast.")}}
             )
             await asyncio.to_thread(apply, kubectl, tmp_path, namespace, changed, True)

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from bundle_operator.devcluster import Kubectl, wait_until
-from tests.e2e.operator_harness import OperatorProcess, condition, wait_ready
+from tests.documents import bundle_document
+from tests.e2e.operator_harness import OperatorProcess, condition, resource, wait_ready
 from tests.gitops.tools import argocd_health, kstatus
 from tests.integration.platform.platform_harness import PlatformProcess
 
@@ -27,12 +28,10 @@ HEALTH_LUA = ROOT / "gitops" / "argocd-health.lua"
 GITOPS_DOC = ROOT / "docs" / "gitops.md"
 KINDS = ("Bundle", "BundleInstallation", "Endpoint")
 
-DOCUMENT: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": "health-kit",
-    "version": "1.0.0",
-    "setup": [{"key": "api_token", "label": "API token", "type": "secret"}],
-    "mcps": [
+DOCUMENT: dict[str, Any] = bundle_document(
+    "health-kit",
+    setup=[{"key": "api_token", "label": "API token", "type": "secret"}],
+    mcps=[
         {
             "key": "notes",
             "name": "Notes",
@@ -41,18 +40,9 @@ DOCUMENT: dict[str, Any] = {
             "headers": {"Authorization": "Bearer ${setup.api_token}"},
         }
     ],
-    "agents": [{"key": "helper", "name": "Helper", "instructions": "Help.", "mcps": ["notes"]}],
-    "gateway": {"description": "Notes.", "members": ["notes"]},
-}
-
-
-def resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "bundle-operator.dev/v1alpha1",
-        "kind": kind,
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    agents=[{"key": "helper", "name": "Helper", "instructions": "Help.", "mcps": ["notes"]}],
+    gateway={"description": "Notes.", "members": ["notes"]},
+)
 
 
 def apply(kubectl: Kubectl, tmp_path: Path, namespace: str, *objects: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from bundle_operator.devcluster import Kubectl, wait_until
+from tests.documents import bundle_document
 from tests.e2e.operator_harness import OperatorProcess, condition, platform_list, wait_ready
 from tests.integration.platform.platform_harness import PlatformProcess
 
@@ -23,12 +24,10 @@ BUNDLE = "gw-kit"
 INSTALLATION = "gw-kit"
 ENDPOINT_CRD = "endpoints.bundle-operator.dev"
 # Members need not answer: their health is reported, not required.
-DOCUMENT: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": BUNDLE,
-    "version": "1.0.0",
-    "description": "Weather and notes behind one gateway endpoint.",
-    "mcps": [
+DOCUMENT: dict[str, Any] = bundle_document(
+    BUNDLE,
+    description="Weather and notes behind one gateway endpoint.",
+    mcps=[
         {
             "key": "weather",
             "name": "Weather",
@@ -37,8 +36,8 @@ DOCUMENT: dict[str, Any] = {
         },
         {"key": "notes", "name": "Notes", "type": "url", "endpoint_url": "http://127.0.0.1:9/notes/mcp"},
     ],
-    "gateway": {"description": "Forecasts and notes.", "members": ["weather", "notes"]},
-}
+    gateway={"description": "Forecasts and notes.", "members": ["weather", "notes"]},
+)
 
 
 def write(tmp_path: Path, name: str, obj: dict[str, Any]) -> Path:

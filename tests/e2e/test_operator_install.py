@@ -18,6 +18,7 @@ from tests.e2e.operator_harness import (
     wait_ready,
     with_workspace,
 )
+from tests.integration.engine.harness import TRIAGE_ENTITIES
 from tests.integration.platform.platform_harness import PlatformProcess
 
 pytestmark = pytest.mark.e2e
@@ -46,16 +47,7 @@ def test_example_installs_and_reports_ids(
     assert status["installedVersion"] == "1.4.0"
     assert status["installedDigest"].startswith("sha256:")
     by_entity = {f"{e['kind']}:{e['key']}": e for e in status["entities"]}
-    assert set(by_entity) >= {
-        "mcp:github",
-        "skill:triage",
-        "skill:release_notes",
-        "agent:triage_bot",
-        "channel:maintainers_chat",
-        "automation:morning_digest",
-        "policy:answer_check",
-        "policy:spend_cap",
-    }
+    assert set(by_entity) >= set(TRIAGE_ENTITIES)
     assert all(e["id"] and e["action"] == "Created" for e in by_entity.values())
     agents = platform_list(platform, workspace, "agents")
     assert [a["id"] for a in agents] == [by_entity["agent:triage_bot"]["id"]]

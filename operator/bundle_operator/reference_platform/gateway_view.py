@@ -150,13 +150,7 @@ def _tools(
         title = view["override_title"] or definition.get("title")
         if title:
             listing["title"] = title
-        served[name] = ServedTool(
-            member=view["member"],
-            link=links.get(view["member"]),
-            listing=listing,
-            presented=name,
-            tool=view["tool"],
-        )
+        served[name] = ServedTool(view["member"], links.get(view["member"]), listing, name, view["tool"])
     return served, withheld
 
 
@@ -188,11 +182,7 @@ def _member_prompts(
         if title:
             listing["title"] = title
         served[presented] = MemberPrompt(
-            member=view["member"],
-            link=links.get(view["member"]),
-            listing=listing,
-            presented=presented,
-            name=view["name"],
+            view["member"], links.get(view["member"]), listing, presented, view["name"]
         )
     return served, frozenset(hidden - set(served))
 
@@ -222,12 +212,7 @@ def _member_resources(
             listing["title"] = title
         if definition.get("mime_type"):
             listing["mimeType"] = definition["mime_type"]
-        served[uri] = MemberResource(
-            member=view["member"],
-            link=links.get(view["member"]),
-            listing=listing,
-            uri=uri,
-        )
+        served[uri] = MemberResource(view["member"], links.get(view["member"]), listing, uri)
     return served, frozenset(hidden - set(served))
 
 

@@ -22,6 +22,17 @@ from tests.integration.engine.conftest import TOKEN
 from tests.integration.platform.platform_harness import PlatformProcess
 
 ROOT = Path(__file__).resolve().parents[3]
+# Every entity examples/github-triage.yaml installs, by kind:key.
+TRIAGE_ENTITIES = (
+    "mcp:github",
+    "skill:triage",
+    "skill:release_notes",
+    "agent:triage_bot",
+    "channel:maintainers_chat",
+    "automation:morning_digest",
+    "policy:answer_check",
+    "policy:spend_cap",
+)
 
 
 def example(name: str) -> tuple[ParsedBundle, dict[str, Any]]:

@@ -17,16 +17,17 @@ from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.errors import Refused
 from bundle_operator.platform.models import McpInstanceCreate, SecretRef
+from tests.documents import bundle_document
 from tests.integration.engine.harness import install, parse, workspace_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 PASSWORD = "hunter2-but-longer"
-DOC: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": "pg-creds",
-    "setup": [{"key": "pw", "label": "Database password", "type": "secret"}],
-    "mcps": [
+DOC: dict[str, Any] = bundle_document(
+    "pg-creds",
+    version=None,
+    setup=[{"key": "pw", "label": "Database password", "type": "secret"}],
+    mcps=[
         {
             "key": "postgres",
             "name": "Postgres",
@@ -36,7 +37,7 @@ DOC: dict[str, Any] = {
             "env": {"PGHOST": "db.internal", "PGPASSWORD": "${setup.pw}"},
         }
     ],
-}
+)
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ from bundle_operator.platform.models import (
     TriggerCreate,
     TriggerUpdate,
 )
+from tests.documents import bundle_document
 from tests.integration.engine.harness import install
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -52,15 +53,15 @@ LEAKS = [
     "123:bot",
 ]
 
-SOURCE: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": "to-export",
-    "setup": [
+SOURCE: dict[str, Any] = bundle_document(
+    "to-export",
+    version=None,
+    setup=[
         {"key": "gh", "label": "GitHub token", "type": "secret"},
         {"key": "signing", "label": "Signing key", "type": "secret"},
         {"key": "bot", "label": "Bot", "type": "secret"},
     ],
-    "mcps": [
+    mcps=[
         {
             "key": "tools",
             "name": "Tool Box",
@@ -96,14 +97,14 @@ SOURCE: dict[str, Any] = {
             "context_secret": "${setup.signing}",
         },
     ],
-    "skills": [
+    skills=[
         {
             "key": "triage",
             "source_type": "inline",
             "content": "---\nname: triage\ndescription: Label\n---\nBody\n",
         },
     ],
-    "agents": [
+    agents=[
         {
             "key": "bot",
             "name": "Helper Bot",
@@ -113,12 +114,10 @@ SOURCE: dict[str, Any] = {
             "skills": ["triage"],
         }
     ],
-    "channels": [{"key": "chat", "type": "telegram", "agent": "bot", "bot_token": "${setup.bot}"}],
-    "automations": [
-        {"key": "daily", "type": "cron", "agent": "bot", "schedule": "0 9 * * 1", "message": "Go"}
-    ],
-    "policies": [{"key": "cap", "type": "spend_cap", "agent": "bot", "config": {"limit_usd": 5}}],
-}
+    channels=[{"key": "chat", "type": "telegram", "agent": "bot", "bot_token": "${setup.bot}"}],
+    automations=[{"key": "daily", "type": "cron", "agent": "bot", "schedule": "0 9 * * 1", "message": "Go"}],
+    policies=[{"key": "cap", "type": "spend_cap", "agent": "bot", "config": {"limit_usd": 5}}],
+)
 SETUP = {"gh": "setup-secret-value", "signing": "first-context-secret-of-forty-characters!", "bot": "123:bot"}
 
 

@@ -20,6 +20,7 @@ from bundle_operator.engine.plan import Options
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import AgentCreate, AgentUpdate, ChannelCreate
+from tests.documents import bundle_document
 from tests.integration.engine.conftest import TOKEN
 from tests.integration.engine.harness import install, parse
 from tests.integration.engine.test_engine_export import LEAKS, seed_workspace
@@ -28,12 +29,12 @@ from tests.integration.platform.platform_harness import PlatformProcess
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 BUNDLECTL = str(Path(sys.executable).with_name("bundlectl"))
 
-NO_MODEL: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": "no-model",
-    "mcps": [{"key": "docs", "name": "Docs", "type": "url", "endpoint_url": "https://docs.example.com/mcp"}],
-    "agents": [{"key": "plain", "name": "Plain Bot", "mcps": ["docs"]}],
-}
+NO_MODEL: dict[str, Any] = bundle_document(
+    "no-model",
+    version=None,
+    mcps=[{"key": "docs", "name": "Docs", "type": "url", "endpoint_url": "https://docs.example.com/mcp"}],
+    agents=[{"key": "plain", "name": "Plain Bot", "mcps": ["docs"]}],
+)
 
 
 async def test_requires_lists_the_models_and_tools_the_agents_use(client: PlatformClient, ws: str) -> None:

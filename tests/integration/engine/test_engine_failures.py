@@ -16,18 +16,17 @@ from bundle_operator.cli import main
 from bundle_operator.engine.apply import InstallFailed
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.errors import Refused, Unavailable
+from tests.documents import bundle_document
 from tests.integration.engine.conftest import TOKEN
 from tests.integration.engine.harness import arm_fault, clear_faults, install, parse, workspace_state
 from tests.integration.platform.platform_harness import PlatformProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
-DOC: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": "fail-kit",
-    "version": "1.0.0",
-    "setup": [{"key": "region", "label": "Region", "type": "string"}],
-    "mcps": [
+DOC: dict[str, Any] = bundle_document(
+    "fail-kit",
+    setup=[{"key": "region", "label": "Region", "type": "string"}],
+    mcps=[
         {"key": "docs", "name": "Docs", "type": "url", "endpoint_url": "https://docs.example.com/mcp"},
         {
             "key": "geo",
@@ -37,8 +36,8 @@ DOC: dict[str, Any] = {
             "headers": {"X-Region": "${setup.region}"},
         },
     ],
-    "agents": [{"key": "bot", "name": "Fail Bot", "model": "gpt-5", "mcps": ["docs", "geo"]}],
-}
+    agents=[{"key": "bot", "name": "Fail Bot", "model": "gpt-5", "mcps": ["docs", "geo"]}],
+)
 GOOD = {"region": "eu"}
 TOO_LONG = {"region": "e" * 9000}  # longer than any configuration value the platform takes
 # Front matter the skill service refuses (its metadata is over 64 KiB) though it parses.

@@ -7,7 +7,7 @@ import pytest
 from bundle_operator.engine.plan import Options
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from tests.integration.engine.harness import example, install, workspace_state
+from tests.integration.engine.harness import TRIAGE_ENTITIES, example, install, workspace_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 TRIAGE = Options(substitutions={"model:gpt-4.1": "gpt-5"})
@@ -17,18 +17,7 @@ async def test_install_creates_everything_and_second_install_reuses(client: Plat
     parsed, setup = example("github-triage")
     result, record = await install(client, ws, parsed, setup, options=TRIAGE)
     assert result.preview.blocking is False
-    assert sorted(result.created) == sorted(
-        [
-            "mcp:github",
-            "skill:triage",
-            "skill:release_notes",
-            "agent:triage_bot",
-            "channel:maintainers_chat",
-            "automation:morning_digest",
-            "policy:answer_check",
-            "policy:spend_cap",
-        ]
-    )
+    assert sorted(result.created) == sorted(TRIAGE_ENTITIES)
     state = await workspace_state(client, ws)
     assert len(state["agents"]) == 1 and len(state["triggers"]) == 1
     trigger = (await client.list_all(ws, kinds.TRIGGERS))[0]

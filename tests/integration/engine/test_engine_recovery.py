@@ -13,6 +13,7 @@ from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.errors import PreconditionFailed
 from bundle_operator.platform.models import AgentUpdate
+from tests.documents import bundle_document
 from tests.integration.engine.harness import (
     Store,
     arm_fault,
@@ -60,13 +61,13 @@ def doc(
     if x_agent:
         mcps.append({"key": "m", "name": "M", "type": "command", "command": "npx", "args": ["m"]})
         agents.append({"key": "x", "name": "X", "mcps": ["m"]})
-    document: dict[str, Any] = {
-        "schema_version": "0.1.0",
-        "name": "recovery",
-        "setup": [{"key": "tok", "label": "Token", "type": "secret", "required": False}],
-        "mcps": mcps,
-        "agents": agents,
-    }
+    document: dict[str, Any] = bundle_document(
+        "recovery",
+        version=None,
+        setup=[{"key": "tok", "label": "Token", "type": "secret", "required": False}],
+        mcps=mcps,
+        agents=agents,
+    )
     if policy:
         document["policies"] = [{"key": "cap", "type": policy, "agent": "bot", "config": {"limit_usd": 5}}]
     return parse(document)

@@ -14,22 +14,21 @@ from bundle_operator.engine.plan import Options, plan
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
+from tests.documents import bundle_document
 from tests.integration.engine.harness import install, parse, workspace_state
 from tests.integration.platform.platform_builders import instance, url_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
-DOC: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": "req-kit",
-    "version": "1.0.0",
-    "mcps": [
+DOC: dict[str, Any] = bundle_document(
+    "req-kit",
+    mcps=[
         {"key": "docs", "name": "Docs", "type": "url", "endpoint_url": "https://docs.example.com/mcp"},
         {"key": "search", "name": "Search", "type": "url", "endpoint_url": "https://search.example.com/mcp"},
     ],
-    "agents": [{"key": "bot", "name": "Req Bot", "model": "gpt-4.1", "mcps": ["docs", "search"]}],
-    "gateway": {"members": ["docs", "search"]},
-}
+    agents=[{"key": "bot", "name": "Req Bot", "model": "gpt-4.1", "mcps": ["docs", "search"]}],
+    gateway={"members": ["docs", "search"]},
+)
 
 
 def with_requires(*requires: dict[str, str]) -> dict[str, Any]:

@@ -16,19 +16,18 @@ from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import AgentCreate, Trigger, TriggerUpdate
+from tests.documents import bundle_document
 from tests.integration.engine.harness import install, parse, workspace_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
-DOC: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": "cron-kit",
-    "version": "1.0.0",
-    "agents": [{"key": "bot", "name": "Cron Bot", "model": "gpt-5"}],
-    "automations": [
+DOC: dict[str, Any] = bundle_document(
+    "cron-kit",
+    agents=[{"key": "bot", "name": "Cron Bot", "model": "gpt-5"}],
+    automations=[
         {"key": "daily", "type": "cron", "agent": "bot", "schedule": "0 8 * * *", "message": "Report"}
     ],
-}
+)
 
 
 async def installed(client: PlatformClient, ws: str) -> tuple[Record, Trigger, str]:

@@ -14,6 +14,7 @@ from bundle_operator.engine.uninstall import UninstallRefused, uninstall
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import AgentCreate, GatewayBundleCreate, GatewayMemberPut
+from tests.documents import bundle_document
 from tests.integration.engine.conftest import TOKEN
 from tests.integration.engine.harness import Store, install, parse, workspace_state
 from tests.integration.platform.platform_harness import PlatformProcess
@@ -21,21 +22,21 @@ from tests.integration.platform.platform_harness import PlatformProcess
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 BUNDLECTL = str(Path(sys.executable).with_name("bundlectl"))
 
-DOC: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": "held-kit",
-    "mcps": [
+DOC: dict[str, Any] = bundle_document(
+    "held-kit",
+    version=None,
+    mcps=[
         {"key": "gh", "name": "GitHub", "type": "command", "command": "npx", "args": ["-y", "gh-mcp"]},
         {"key": "docs", "name": "Docs", "type": "url", "endpoint_url": "https://docs.example.com/mcp"},
     ],
-    "skills": [
+    skills=[
         {"key": "triage", "source_type": "inline", "content": "---\nname: triage\ndescription: x\n---\nB\n"}
     ],
-    "agents": [
+    agents=[
         {"key": "bot", "name": "Held Bot", "model": "gpt-5", "mcps": ["gh", "docs"], "skills": ["triage"]}
     ],
-    "policies": [{"key": "cap", "type": "spend_cap", "agent": "bot", "config": {"limit_usd": 1}}],
-}
+    policies=[{"key": "cap", "type": "spend_cap", "agent": "bot", "config": {"limit_usd": 1}}],
+)
 
 
 async def _foreign_agent(client: PlatformClient, ws: str, instance_id: str) -> str:

@@ -16,19 +16,18 @@ from bundle_operator.engine.uninstall import uninstall
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import AgentUpdate
+from tests.documents import bundle_document
 from tests.integration.engine.harness import Store, install, parse, workspace_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
-DOC: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": "ops-kit",
-    "version": "1.0.0",
-    "setup": [
+DOC: dict[str, Any] = bundle_document(
+    "ops-kit",
+    setup=[
         {"key": "token", "label": "Token", "type": "secret"},
         {"key": "bot", "label": "Bot token", "type": "secret"},
     ],
-    "mcps": [
+    mcps=[
         {
             "key": "gh",
             "name": "GitHub",
@@ -39,14 +38,14 @@ DOC: dict[str, Any] = {
         },
         {"key": "docs", "name": "Docs", "type": "url", "endpoint_url": "https://docs.example.com/mcp"},
     ],
-    "skills": [
+    skills=[
         {
             "key": "triage",
             "source_type": "inline",
             "content": "---\nname: triage\ndescription: Label issues\n---\nBody\n",
         }
     ],
-    "agents": [
+    agents=[
         {
             "key": "bot",
             "name": "Ops Bot",
@@ -57,10 +56,10 @@ DOC: dict[str, Any] = {
             "skills": ["triage"],
         }
     ],
-    "channels": [
+    channels=[
         {"key": "chat", "type": "telegram", "agent": "bot", "bot_token": "${setup.bot}", "enabled": True}
     ],
-    "automations": [
+    automations=[
         {
             "key": "daily",
             "type": "cron",
@@ -70,8 +69,8 @@ DOC: dict[str, Any] = {
             "enabled": True,
         }
     ],
-    "policies": [{"key": "cap", "type": "spend_cap", "agent": "bot", "config": {"limit_usd": 10}}],
-}
+    policies=[{"key": "cap", "type": "spend_cap", "agent": "bot", "config": {"limit_usd": 10}}],
+)
 SETUP = {"token": "ghp_first_value_0000", "bot": "123:first"}
 
 

@@ -11,18 +11,17 @@ from bundle_operator.document import parse_bundle_data, parse_bundle_text
 from bundle_operator.document.issues import Issue
 from bundle_operator.engine.analyze import analyze_offline
 from bundle_operator.engine.preview import Preview
+from tests.documents import bundle_document
 
 GOOD_SECRET = "s" * 40
 
-BASE: dict[str, Any] = {
-    "schema_version": "0.1.0",
-    "name": "triage-kit",
-    "version": "1.0.0",
-    "setup": [
+BASE: dict[str, Any] = bundle_document(
+    "triage-kit",
+    setup=[
         {"key": "github_token", "label": "GitHub token", "type": "secret"},
         {"key": "bot_token", "label": "Bot token", "type": "secret"},
     ],
-    "mcps": [
+    mcps=[
         {
             "key": "github",
             "name": "GitHub",
@@ -32,20 +31,20 @@ BASE: dict[str, Any] = {
             "env": {"GITHUB_TOKEN": "${setup.github_token}"},
         }
     ],
-    "skills": [
+    skills=[
         {
             "key": "triage",
             "source_type": "inline",
             "content": "---\nname: triage\ndescription: Label issues\n---\n# Triage\n",
         }
     ],
-    "agents": [{"key": "bot", "name": "Triage Bot", "mcps": ["github"], "skills": ["triage"]}],
-    "channels": [{"key": "chat", "type": "telegram", "agent": "bot", "bot_token": "${setup.bot_token}"}],
-    "automations": [
+    agents=[{"key": "bot", "name": "Triage Bot", "mcps": ["github"], "skills": ["triage"]}],
+    channels=[{"key": "chat", "type": "telegram", "agent": "bot", "bot_token": "${setup.bot_token}"}],
+    automations=[
         {"key": "daily", "type": "cron", "agent": "bot", "schedule": "0 8 * * 1-5", "message": "Digest"}
     ],
-    "policies": [{"key": "cap", "type": "spend_cap", "agent": "bot", "config": {"limit_usd": 50}}],
-}
+    policies=[{"key": "cap", "type": "spend_cap", "agent": "bot", "config": {"limit_usd": 50}}],
+)
 BASE_SETUP = {"github_token": "ghp_" + "x" * 36, "bot_token": "123:abc"}
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from bundle_operator.commands.output import render_table
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.engine.analyze import analyze_offline
+from tests.documents import bundle_document
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]
@@ -143,12 +144,12 @@ timezones = (
 @given(timezones)
 def test_any_time_zone_is_a_valid_zone_or_an_issue_at_its_path(zone: str) -> None:
     automation = {"key": "daily", "type": "cron", "agent": "bot", "schedule": "0 8 * * *", "message": "m"}
-    document = {
-        "schema_version": "0.1.0",
-        "name": "tz",
-        "automations": [{**automation, "timezone": zone}],
-        "agents": [{"key": "bot", "name": "Bot"}],
-    }
+    document = bundle_document(
+        "tz",
+        version=None,
+        automations=[{**automation, "timezone": zone}],
+        agents=[{"key": "bot", "name": "Bot"}],
+    )
     check(json.dumps(document))
     preview = analyze_offline(parse_bundle_text(json.dumps(document)), {})
     codes = {issue.code for issue in preview.issues}

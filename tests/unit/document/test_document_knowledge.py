@@ -18,6 +18,7 @@ from bundle_operator.document.models import Bundle
 from bundle_operator.engine.analyze import analyze_offline
 from bundle_operator.engine.desired import Inputs, desired_knowledge_set
 from bundle_operator.engine.preview import Preview
+from tests.documents import bundle_document
 from tests.unit.document.builders import analyze, issues_with, only_issue
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,12 +45,11 @@ SOURCES = "/knowledge_sets/0/sources"
 
 def knowledge_doc() -> dict[str, Any]:
     """A valid 0.2.0 document: a statutes and an S3 source, an agent reading them, an app."""
-    return {
-        "schema_version": "0.2.0",
-        "name": "building-office",
-        "version": "1.0.0",
-        "setup": [{"key": "access_key", "label": "Access key", "type": "secret"}],
-        "mcps": [
+    return bundle_document(
+        "building-office",
+        schema_version="0.2.0",
+        setup=[{"key": "access_key", "label": "Access key", "type": "secret"}],
+        mcps=[
             {
                 "key": "permits",
                 "name": "Permits",
@@ -57,7 +57,7 @@ def knowledge_doc() -> dict[str, Any]:
                 "endpoint_url": "https://permits.example.org/mcp",
             }
         ],
-        "knowledge_sets": [
+        knowledge_sets=[
             {
                 "key": "law",
                 "name": "Building law",
@@ -79,10 +79,10 @@ def knowledge_doc() -> dict[str, Any]:
                 },
             }
         ],
-        "agents": [
+        agents=[
             {"key": "assistant", "name": "Permit assistant", "mcps": ["permits"], "knowledge_sets": ["law"]}
         ],
-        "apps": [
+        apps=[
             {
                 "key": "status",
                 "name": "Request status",
@@ -94,8 +94,8 @@ def knowledge_doc() -> dict[str, Any]:
                 },
             }
         ],
-        "requires": [{"kind": "knowledge_source", "ref": "s3:acme-docs", "policy": "substitute"}],
-    }
+        requires=[{"kind": "knowledge_source", "ref": "s3:acme-docs", "policy": "substitute"}],
+    )
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import pytest
 
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.document.source import MAX_SOURCE_BYTES
+from tests.documents import bundle_document
 
 
 def single(text: str | bytes) -> tuple[str, str, int | None]:
@@ -132,7 +133,7 @@ def test_json_duplicate_keys_and_nan_are_refused() -> None:
 
 
 def test_json_issues_carry_lines() -> None:
-    text = json.dumps({"schema_version": "0.1.0", "name": "a", "surprise": 1}, indent=2)
+    text = json.dumps(bundle_document("a", version=None, surprise=1), indent=2)
     result = parse_bundle_text(text)
     issue = result.issues[0]
     assert (issue.code, issue.path, issue.line) == ("unknown_field", "/surprise", 4)

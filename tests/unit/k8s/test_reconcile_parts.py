@@ -19,6 +19,7 @@ from bundle_operator.k8s.handlers import InlineDigestDiffBase, parse_interval
 from bundle_operator.k8s.resources import BundleInstallationSpec
 from bundle_operator.k8s.setup import SetupProblem, read_setup, referenced_secrets
 from bundle_operator.k8s.state import decode_record, encode_record, projected_size, state_secret_name
+from tests.documents import bundle_document
 
 BUNDLE = parse_bundle_text(
     """
@@ -165,7 +166,7 @@ def test_drift_intervals(text: str | None, seconds: float) -> None:
 
 def test_kopf_diff_base_keeps_a_hash_of_the_inline_document_not_the_document() -> None:
     storage = InlineDigestDiffBase(prefix="kopf.bundle-operator.dev", key="last-handled-configuration")
-    document = {"schema_version": "0.1.0", "name": "big", "description": "x" * 1_000_000}
+    document = bundle_document("big", version=None, description="x" * 1_000_000)
     body = {
         "apiVersion": "v1",
         "kind": "Bundle",

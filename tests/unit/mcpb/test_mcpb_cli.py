@@ -12,6 +12,7 @@ import yaml
 
 from bundle_operator.cli import main
 from bundle_operator.document import parse_bundle_text
+from tests.documents import bundle_document
 
 from .craft import (
     RawEntry,
@@ -174,12 +175,11 @@ def test_to_bundle_prints_a_document_the_bundle_parser_accepts(
     parsed = parse_bundle_text(out)
     assert parsed.bundle is not None, parsed.issues
     assert parsed.issues == [] and parsed.skipped == {}
-    assert yaml.safe_load(out) == {
-        "schema_version": "0.1.0",
-        "name": "weather",
-        "version": "1.2.0",
-        "description": "Forecasts for a city",
-        "setup": [
+    assert yaml.safe_load(out) == bundle_document(
+        "weather",
+        version="1.2.0",
+        description="Forecasts for a city",
+        setup=[
             {
                 "key": "api_key",
                 "label": "API key",
@@ -196,7 +196,7 @@ def test_to_bundle_prints_a_document_the_bundle_parser_accepts(
                 "default": "metric",
             },
         ],
-        "mcps": [
+        mcps=[
             {
                 "key": "weather",
                 "name": "Weather",
@@ -206,7 +206,7 @@ def test_to_bundle_prints_a_document_the_bundle_parser_accepts(
                 "env": {"WEATHER_API_KEY": "${setup.api_key}"},
             }
         ],
-    }
+    )
 
 
 def test_to_bundle_roots_the_bundle_at_a_content_addressed_folder_by_default(

@@ -11,12 +11,13 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
-from bundle_operator.fetch import FetchRefused, fetch_to_file, is_public_address, resolve_checked
+from bundle_operator.fetch import Fetched, FetchRefused, fetch_to_file, is_public_address, resolve_checked
 from tests.tls import QuietHandler, https_server, throwaway_tls
 
 PAYLOAD = os.urandom(300_000)
@@ -82,19 +83,27 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield state["server"]
 
 
+async def fetch_from(
+    server: Server, url: str, dest: Path, max_bytes: int, sha256: str = PAYLOAD_SHA, **options: Any
+) -> Fetched:
+    """Fetch from the test server as the operator would: loopback allowed, its CA trusted."""
+    return await fetch_to_file(
+        url,
+        expected_sha256=sha256,
+        max_bytes=max_bytes,
+        dest_dir=dest,
+        allow_networks=LOOPBACK,
+        verify=server.ca,
+        **options,
+    )
+
+
 def _left_in(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
 async def test_a_file_is_downloaded_checked_and_private(server: Server, tmp_path: Path) -> None:
-    got = await fetch_to_file(
-        server.url("/file?token=abc"),
-        expected_sha256=PAYLOAD_SHA,
-        max_bytes=1_000_000,
-        dest_dir=tmp_path,
-        allow_networks=LOOPBACK,
-        verify=server.ca,
-    )
+    got = await fetch_from(server, server.url("/file?token=abc"), tmp_path, 1_000_000)
     assert got.path.parent == tmp_path
     assert got.path.read_bytes() == PAYLOAD
     assert (got.sha256, got.size) == (PAYLOAD_SHA, len(PAYLOAD))
@@ -104,14 +113,7 @@ async def test_a_file_is_downloaded_checked_and_private(server: Server, tmp_path
 
 async def test_a_checksum_mismatch_leaves_nothing(server: Server, tmp_path: Path) -> None:
     with pytest.raises(FetchRefused) as exc:
-        await fetch_to_file(
-            server.url("/file"),
-            expected_sha256="sha256:" + "0" * 64,
-            max_bytes=1_000_000,
-            dest_dir=tmp_path,
-            allow_networks=LOOPBACK,
-            verify=server.ca,
-        )
+        await fetch_from(server, server.url("/file"), tmp_path, 1_000_000, sha256="sha256:" + "0" * 64)
     assert exc.value.code == "checksum_mismatch"
     assert _left_in(tmp_path) == []
 
@@ -119,27 +121,13 @@ async def test_a_checksum_mismatch_leaves_nothing(server: Server, tmp_path: Path
 @pytest.mark.parametrize("path", ["/big", "/chunked", "/file"])
 async def test_more_than_the_cap_is_refused(server: Server, tmp_path: Path, path: str) -> None:
     with pytest.raises(FetchRefused) as exc:
-        await fetch_to_file(
-            server.url(path),
-            expected_sha256=PAYLOAD_SHA,
-            max_bytes=100_000,
-            dest_dir=tmp_path,
-            allow_networks=LOOPBACK,
-            verify=server.ca,
-        )
+        await fetch_from(server, server.url(path), tmp_path, 100_000)
     assert exc.value.code == "too_large"
     assert _left_in(tmp_path) == []
 
 
 async def test_a_redirect_to_an_allowed_address_is_followed(server: Server, tmp_path: Path) -> None:
-    got = await fetch_to_file(
-        server.url("/redirect?to=/file"),
-        expected_sha256=PAYLOAD_SHA,
-        max_bytes=1_000_000,
-        dest_dir=tmp_path,
-        allow_networks=LOOPBACK,
-        verify=server.ca,
-    )
+    got = await fetch_from(server, server.url("/redirect?to=/file"), tmp_path, 1_000_000)
     assert got.path.read_bytes() == PAYLOAD
 
 
@@ -155,14 +143,7 @@ async def test_each_redirect_is_checked_again(server: Server, tmp_path: Path, ta
     to = target.format(port=server.port)
     before = len(server.hits)
     with pytest.raises(FetchRefused) as exc:
-        await fetch_to_file(
-            server.url("/redirect?to=" + to),
-            expected_sha256=PAYLOAD_SHA,
-            max_bytes=1_000_000,
-            dest_dir=tmp_path,
-            allow_networks=LOOPBACK,
-            verify=server.ca,
-        )
+        await fetch_from(server, server.url("/redirect?to=" + to), tmp_path, 1_000_000)
     assert exc.value.code == code
     assert len(server.hits) == before + 1  # the redirect itself, nothing after it
     assert _left_in(tmp_path) == []
@@ -170,15 +151,7 @@ async def test_each_redirect_is_checked_again(server: Server, tmp_path: Path, ta
 
 async def test_endless_redirects_stop(server: Server, tmp_path: Path) -> None:
     with pytest.raises(FetchRefused) as exc:
-        await fetch_to_file(
-            server.url("/loop"),
-            expected_sha256=PAYLOAD_SHA,
-            max_bytes=1_000,
-            dest_dir=tmp_path,
-            allow_networks=LOOPBACK,
-            verify=server.ca,
-            max_redirects=3,
-        )
+        await fetch_from(server, server.url("/loop"), tmp_path, 1_000, max_redirects=3)
     assert exc.value.code == "too_many_redirects"
 
 
@@ -267,14 +240,7 @@ async def test_plain_http_and_bad_inputs_are_refused(tmp_path: Path) -> None:
 
 async def test_an_error_status_is_refused(server: Server, tmp_path: Path) -> None:
     with pytest.raises(FetchRefused) as exc:
-        await fetch_to_file(
-            server.url("/missing"),
-            expected_sha256=PAYLOAD_SHA,
-            max_bytes=1_000,
-            dest_dir=tmp_path,
-            allow_networks=LOOPBACK,
-            verify=server.ca,
-        )
+        await fetch_from(server, server.url("/missing"), tmp_path, 1_000)
     assert (exc.value.code, exc.value.reason) == ("http_status", f"{server.url('/missing')} answered 404")
 
 

@@ -1,0 +1,14 @@
+"""Bundle documents for tests: the header every document carries, and the sections a test gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def bundle_document(
+    name: str, *, version: str | None = "1.0.0", schema_version: str = "0.1.0", **sections: Any
+) -> dict[str, Any]:
+    """A bundle document as a dict: schema version, name and version (None leaves it out), then
+    ``sections`` in the order given."""
+    header = {"schema_version": schema_version, "name": name}
+    return header | ({"version": version} if version is not None else {}) | sections
