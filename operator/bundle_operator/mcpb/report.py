@@ -54,29 +54,13 @@ class InspectReport(_Out):
     def of(cls, inspection: Inspection) -> InspectReport:
         """The report for an inspection."""
         m, s = inspection.manifest, inspection.signature
+        # The reader's dataclasses carry these fields under the same names.
         return cls(
             verdict=inspection.verdict,
             code=inspection.code,
             reason=inspection.reason,
             sha256=inspection.sha256,
-            manifest=None
-            if m is None
-            else ManifestOut(
-                name=m.name,
-                version=m.version,
-                manifest_version=m.manifest_version,
-                server_type=m.server_type,
-                entry_point=m.entry_point,
-                command=m.command,
-                args=m.args,
-                env=m.env,
-                platforms=m.platforms,
-            ),
-            signature=None
-            if s is None
-            else SignatureOut(status=s.status, subject=s.subject, fingerprint_sha256=s.fingerprint_sha256),
-            setup=[
-                SetupOut(key=f.key, label=f.label, type=f.type, required=f.required, sensitive=f.sensitive)
-                for f in inspection.setup
-            ],
+            manifest=None if m is None else ManifestOut.model_validate(m, from_attributes=True),
+            signature=None if s is None else SignatureOut.model_validate(s, from_attributes=True),
+            setup=[SetupOut.model_validate(f, from_attributes=True) for f in inspection.setup],
         )

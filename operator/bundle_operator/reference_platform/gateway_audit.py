@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bundle_operator.platform.models import GatewayAuditEntry
 from bundle_operator.reference_platform.gateway_view import EndpointView
 from bundle_operator.reference_platform.http import json_response, workspace
 
@@ -20,34 +21,15 @@ AUDIT_KEPT = 2000
 
 @dataclass(frozen=True)
 class AuditEntry:
-    """One tool call through the gateway; never its arguments."""
+    """One tool call through the gateway, with where it belongs; never its arguments."""
 
-    at: float
     workspace: str
     gateway_bundle_id: str
-    bundle: str
-    endpoint: str
-    presented_name: str
-    member: str | None
-    tool: str | None
-    duration_ms: float
-    outcome: str
-    error: str | None = None
+    shown: GatewayAuditEntry
 
     def public(self) -> dict[str, Any]:
         """The entry as the audit route shows it."""
-        return {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.at))
-            + f".{int(self.at % 1 * 1000):03d}Z",
-            "bundle": self.bundle,
-            "endpoint": self.endpoint,
-            "presented_name": self.presented_name,
-            "member": self.member,
-            "tool": self.tool,
-            "duration_ms": round(self.duration_ms, 3),
-            "outcome": self.outcome,
-            "error": self.error,
-        }
+        return self.shown.model_dump(mode="json")
 
 
 class AuditLog:
@@ -66,22 +48,26 @@ class AuditLog:
         error: str | None,
     ) -> None:
         """Record one tool call (never its arguments) in memory and in the audit log."""
-        entry = AuditEntry(
-            at=time.time(),
-            workspace=view.workspace,
-            gateway_bundle_id=view.bundle_id,
+        at = time.time()
+        shown = GatewayAuditEntry(
+            at=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z",
             bundle=view.bundle_name,
             endpoint=view.name,
             presented_name=presented,
             member=getattr(tool, "member", None),
             tool=getattr(tool, "tool", None),
-            duration_ms=(time.perf_counter() - started) * 1000,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
             outcome=outcome,
             error=error,
         )
+        entry = AuditEntry(view.workspace, view.bundle_id, shown)
         self.entries.append(entry)
         audit_log.info(
-            "gateway.tool_call %s %s -> %s", entry.bundle, presented, outcome, extra={"audit": entry.public()}
+            "gateway.tool_call %s %s -> %s",
+            view.bundle_name,
+            presented,
+            outcome,
+            extra={"audit": entry.public()},
         )
 
     async def route(self, request: web.Request) -> web.Response:
