@@ -150,3 +150,11 @@ def crash_install(
     argv += [str(ROOT), name, substitutions]
     done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
     return done.returncode
+
+
+def crashed_record(
+    platform: PlatformProcess, ws: str, state: Path, crash_at: str, name: str, options: Options
+) -> Record:
+    """Install example ``name`` in a process killed at ``crash_at``; the record it left on disk."""
+    assert crash_install(platform, ws, state, crash_at, name, options) == 137
+    return Record.model_validate_json(state.read_text())

@@ -10,7 +10,7 @@ import pytest
 from bundle_operator.engine.plan import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.platform.client import PlatformClient
-from tests.integration.engine.harness import Store, example, install, workspace_state
+from tests.integration.engine.harness import Store, crashed_record, example, install, workspace_state
 from tests.integration.engine.harness import crash_install as crash_example
 from tests.integration.platform.platform_harness import PlatformProcess
 
@@ -49,9 +49,7 @@ async def test_a_complete_run_persists_a_known_number_of_times(
 async def test_resume_after_a_crash_at_each_step(
     client: PlatformClient, engine_platform: PlatformProcess, tmp_path: Path, ws: str, crash_at: str
 ) -> None:
-    state = tmp_path / "state.json"
-    assert crash_install(engine_platform, ws, state, crash_at) == 137
-    record = Record.model_validate_json(state.read_text())
+    record = crashed_record(engine_platform, ws, tmp_path / "state.json", crash_at, "github-triage", TRIAGE)
     parsed, setup = example("github-triage")
     store = Store(record)
     from bundle_operator.engine.apply import apply
@@ -69,9 +67,7 @@ async def test_resume_after_a_crash_at_each_step(
 async def test_a_create_whose_id_never_reached_the_disk_is_found_by_its_key(
     client: PlatformClient, engine_platform: PlatformProcess, tmp_path: Path, ws: str, crash_at: str
 ) -> None:
-    state = tmp_path / "state.json"
-    assert crash_install(engine_platform, ws, state, crash_at) == 137
-    record = Record.model_validate_json(state.read_text())
+    record = crashed_record(engine_platform, ws, tmp_path / "state.json", crash_at, "github-triage", TRIAGE)
     # Every create was journaled ahead; the ones that landed are known to the platform only.
     assert len(record.journal) == 10 and all(e.state == "pending" for e in record.journal)
     parsed, setup = example("github-triage")
@@ -84,9 +80,7 @@ async def test_a_create_whose_id_never_reached_the_disk_is_found_by_its_key(
 async def test_resume_with_other_inputs_rolls_the_interrupted_run_back(
     client: PlatformClient, engine_platform: PlatformProcess, tmp_path: Path, ws: str
 ) -> None:
-    state = tmp_path / "state.json"
-    assert crash_install(engine_platform, ws, state, "c6") == 137
-    record = Record.model_validate_json(state.read_text())
+    record = crashed_record(engine_platform, ws, tmp_path / "state.json", "c6", "github-triage", TRIAGE)
     parsed, setup = example("github-triage")
     result, _ = await install(client, ws, parsed, {**setup, "org": "another-org"}, record, TRIAGE)
     assert len(result.created) == 8

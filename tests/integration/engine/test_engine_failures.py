@@ -114,17 +114,19 @@ def cli_files(tmp_path: Path) -> tuple[Path, Path]:
     return bundle, setup
 
 
-def test_the_cli_reports_code_entity_problem_and_rollback(
-    capsys: pytest.CaptureFixture[str],
-    engine_platform: PlatformProcess,
-    tmp_path: Path,
-    ws: str,
-    cli_files: tuple[Path, Path],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def common(
+    engine_platform: PlatformProcess, tmp_path: Path, ws: str, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:
+    """The flags every install below passes; the platform's token comes from the environment."""
     monkeypatch.setenv("BUNDLE_PLATFORM_TOKEN", TOKEN)
+    return ["--platform", engine_platform.url, "--workspace", ws, "--state", str(tmp_path / "state.json")]
+
+
+def test_the_cli_reports_code_entity_problem_and_rollback(
+    capsys: pytest.CaptureFixture[str], cli_files: tuple[Path, Path], common: list[str]
+) -> None:
     bundle, setup = cli_files
-    common = ["--platform", engine_platform.url, "--workspace", ws, "--state", str(tmp_path / "state.json")]
     code, out = run_cli(capsys, "install", str(bundle), "--setup-file", str(setup), *common, "-o", "json")
     report = json.loads(out)
     assert code == 1
@@ -146,16 +148,9 @@ def test_the_cli_reports_code_entity_problem_and_rollback(
 
 
 def test_a_blocked_install_is_bundle_invalid_and_says_nothing_was_written(
-    capsys: pytest.CaptureFixture[str],
-    engine_platform: PlatformProcess,
-    tmp_path: Path,
-    ws: str,
-    cli_files: tuple[Path, Path],
-    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], cli_files: tuple[Path, Path], common: list[str]
 ) -> None:
-    monkeypatch.setenv("BUNDLE_PLATFORM_TOKEN", TOKEN)
     bundle, _ = cli_files  # no setup: region is missing
-    common = ["--platform", engine_platform.url, "--workspace", ws, "--state", str(tmp_path / "state.json")]
     code, out = run_cli(capsys, "install", str(bundle), *common, "-o", "json")
     report = json.loads(out)
     assert (code, report["code"], report["failure"]) == (1, "bundle_invalid", None)

@@ -12,7 +12,7 @@ from bundle_operator.engine.plan import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from tests.integration.engine.harness import Store, example, install, workspace_state
+from tests.integration.engine.harness import Store, crashed_record, example, install, workspace_state
 from tests.integration.engine.harness import crash_install as crash_example
 from tests.integration.platform.platform_harness import PlatformProcess
 
@@ -38,9 +38,7 @@ async def owned_exactly(client: PlatformClient, ws: str, record: Record) -> dict
 async def test_resume_after_a_crash_around_the_sources(
     client: PlatformClient, engine_platform: PlatformProcess, tmp_path: Path, ws: str, crash_at: str
 ) -> None:
-    state = tmp_path / "state.json"
-    assert crash_install(engine_platform, ws, state, crash_at) == 137
-    record = Record.model_validate_json(state.read_text())
+    record = crashed_record(engine_platform, ws, tmp_path / "state.json", crash_at, "building-office", MAPPED)
     parsed, setup = example("building-office")
     result = await apply(client, ws, parsed, setup, record, Store(record).persist, MAPPED)
     assert not result.preview.blocking and record.journal == []
@@ -55,9 +53,7 @@ async def test_resume_after_a_crash_around_the_sources(
 async def test_other_inputs_after_a_crash_between_the_sources_roll_the_set_back(
     client: PlatformClient, engine_platform: PlatformProcess, tmp_path: Path, ws: str
 ) -> None:
-    state = tmp_path / "state.json"
-    assert crash_install(engine_platform, ws, state, "s1") == 137
-    record = Record.model_validate_json(state.read_text())
+    record = crashed_record(engine_platform, ws, tmp_path / "state.json", "s1", "building-office", MAPPED)
     parsed, setup = example("building-office")
     other = Options(substitutions={"knowledge_source:s3:acme-bylaws": "s3:zons-bylaws"})
     result, _ = await install(client, ws, parsed, setup, record, other)

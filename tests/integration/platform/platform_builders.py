@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any, TypeVar
 
 from pydantic import SecretStr
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import (
     Agent,
     AgentCreate,
+    ApiModel,
     App,
     AppCreate,
     Catalog,
     CatalogPrompt,
     CatalogResource,
     CatalogTool,
+    Entity,
     GatewayBundle,
     GatewayBundleCreate,
     KnowledgeSet,
@@ -29,6 +33,9 @@ from bundle_operator.platform.models import (
     SecretCreate,
     SecretRef,
 )
+
+E = TypeVar("E", bound=Entity)
+C = TypeVar("C", bound=ApiModel)
 
 SKILL_MD = """---
 name: triage
@@ -43,6 +50,11 @@ Read the issue, pick labels.
 def key() -> str:
     """A fresh idempotency key."""
     return uuid.uuid4().hex
+
+
+async def create(client: PlatformClient, ws: str, kind: Kind[E, C, Any], body: C) -> E:
+    """Create an entity under a fresh idempotency key."""
+    return await client.create(ws, kind, body, idempotency_key=key())
 
 
 async def secret(

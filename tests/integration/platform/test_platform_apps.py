@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from platform_builders import app, instance, key, url_server
+from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -99,7 +100,7 @@ async def test_an_app_holds_the_mcp_instances_it_uses(client: PlatformClient, ws
 async def test_an_app_naming_an_unknown_instance_is_refused(client: PlatformClient, ws: str) -> None:
     body = AppCreate(name="x", document={}, mcp_instance_ids=["mci_doesnotexist"])
     with pytest.raises(Refused) as refused:
-        await client.create(ws, kinds.APPS, body, idempotency_key=key())
+        await create(client, ws, kinds.APPS, body)
     assert refused.value.code == "unknown_reference"
     assert refused.value.errors[0].field == "mcp_instance_ids.0"
 

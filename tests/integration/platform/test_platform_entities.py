@@ -7,6 +7,7 @@ import httpx
 import pytest
 from platform_builders import agent, key, secret
 from pydantic import SecretStr
+from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -224,11 +225,8 @@ async def test_secret_values_never_come_back(client: PlatformClient, ws: str) ->
 async def test_secret_create_errors_do_not_echo_the_value(client: PlatformClient, ws: str) -> None:
     value = "v" * 70_000  # over the size limit
     with pytest.raises(Refused) as refused:
-        await client.create(
-            ws,
-            kinds.SECRETS,
-            SecretCreate.model_construct(name="big", value=SecretStr(value)),
-            idempotency_key=key(),
+        await create(
+            client, ws, kinds.SECRETS, SecretCreate.model_construct(name="big", value=SecretStr(value))
         )
     assert refused.value.errors[0].field == "value"
     assert "vvvvvvvv" not in str(refused.value)

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from platform_builders import agent, bundle, key
+from platform_builders import agent, bundle
 from platform_harness import FAST_RETRY, TOKEN, PlatformProcess
+from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -132,9 +133,7 @@ async def test_a_create_whose_answer_was_lost_is_retried_without_a_duplicate(
         fault_id = await arm(
             client, method="POST", path=f"/v1/workspaces/{ws}/agents", status=503, when="after"
         )
-        created = await client.create(
-            ws, kinds.AGENTS, AgentCreate(name="bot", model="m"), idempotency_key=key()
-        )
+        created = await create(client, ws, kinds.AGENTS, AgentCreate(name="bot", model="m"))
         assert await fault_counts(client, fault_id) == (2, 1)
         assert len(sleep.delays) == 1
         assert [a.id for a in await client.list_all(ws, kinds.AGENTS)] == [created.id]
@@ -146,7 +145,7 @@ async def test_a_create_timing_out_is_retried_without_a_duplicate(platform: Plat
         # The first call outlives the client's timeout; the retry and the late first call both
         # carry the same key, so whichever lands second returns the entity the other created.
         await arm(client, method="POST", path=f"/v1/workspaces/{ws}/agents", delay_ms=800)
-        made = await client.create(ws, kinds.AGENTS, body, idempotency_key=key())
+        made = await create(client, ws, kinds.AGENTS, body)
         await asyncio.sleep(1.0)  # let the delayed first call finish on the server
         assert [a.id for a in await client.list_all(ws, kinds.AGENTS)] == [made.id]
 

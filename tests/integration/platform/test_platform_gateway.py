@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from platform_builders import bundle, instance, key, url_server
+from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -396,9 +397,7 @@ async def test_endpoints_issue_a_key_once_and_go_with_their_bundle(
     off = await client.update(ws, kinds.ENDPOINTS, endpoint.id, EndpointUpdate(enabled=False), revision=1)
     assert off.enabled is False
     with pytest.raises(Conflict):
-        await client.create(
-            ws, kinds.ENDPOINTS, EndpointCreate(name=name, gateway_bundle_id=gw.id), idempotency_key=key()
-        )
+        await create(client, ws, kinds.ENDPOINTS, EndpointCreate(name=name, gateway_bundle_id=gw.id))
     await client.delete(ws, kinds.GATEWAY_BUNDLES, gw.id)
     with pytest.raises(NotFound):
         await client.get(ws, kinds.ENDPOINTS, endpoint.id)
@@ -406,11 +405,11 @@ async def test_endpoints_issue_a_key_once_and_go_with_their_bundle(
 
 async def test_an_oauth_endpoint_has_no_key(client: PlatformClient, ws: str) -> None:
     gw = await bundle(client, ws)
-    endpoint = await client.create(
+    endpoint = await create(
+        client,
         ws,
         kinds.ENDPOINTS,
         EndpointCreate(name=f"oa-{ws}", gateway_bundle_id=gw.id, auth_mode="OAuth"),
-        idempotency_key=key(),
     )
     assert endpoint.api_key is None
     with pytest.raises(Conflict):

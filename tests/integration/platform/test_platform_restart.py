@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from platform_builders import SKILL_MD, agent, bundle, instance, key, secret, url_server
 from platform_harness import start_platform
+from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -31,8 +32,8 @@ async def test_entities_secrets_and_idempotency_keys_survive_a_restart(tmp_path:
     try:
         async with PlatformClient(first.url) as client:
             stored = await secret(client, ws, value="k" * 40)
-            skill = await client.create(
-                ws, kinds.SKILLS, SkillCreate(source_type="inline", content=SKILL_MD), idempotency_key=key()
+            skill = await create(
+                client, ws, kinds.SKILLS, SkillCreate(source_type="inline", content=SKILL_MD)
             )
             agent_key = key()
             bot = await client.create(
@@ -41,11 +42,11 @@ async def test_entities_secrets_and_idempotency_keys_survive_a_restart(tmp_path:
                 AgentCreate(name="bot", model="m", skill_ids=[skill.id]),
                 idempotency_key=agent_key,
             )
-            trigger = await client.create(
+            trigger = await create(
+                client,
                 ws,
                 kinds.TRIGGERS,
                 TriggerCreate(name="kit:nightly", type="cron", agent_id=bot.id, schedule="0 3 * * *"),
-                idempotency_key=key(),
             )
             await client.update(ws, kinds.TRIGGERS, trigger.id, TriggerUpdate(enabled=False), revision=1)
             spec = await url_server(client, ws)
@@ -76,11 +77,11 @@ async def test_entities_secrets_and_idempotency_keys_survive_a_restart(tmp_path:
             )
             assert replay.id == bot.id
             # The secret's value survived: a context secret must be 32..512 characters, and this one is.
-            signed = await client.create(
+            signed = await create(
+                client,
                 ws,
                 kinds.MCP_INSTANCES,
                 McpInstanceCreate(server_id=spec.id, name="signed", context_secret_id=stored.id),
-                idempotency_key=key(),
             )
             assert signed.context_signing is True
             await agent(client, ws, name="new after restart")

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from platform_builders import bundle, instance, key, secret, url_server
+from platform_builders import bundle, instance, secret, url_server
 from platform_harness import TOKEN, PlatformProcess
 from pydantic import SecretStr
+from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -271,11 +272,11 @@ async def test_clearing_an_instance_url_back_to_a_gateway_server_url_is_refused(
 ) -> None:
     gw = await bundle(client, ws)
     spec = await url_server(client, ws, url=platform.url + "/mcp/other/mcp")
-    inst = await client.create(
+    inst = await create(
+        client,
         ws,
         kinds.MCP_INSTANCES,
         McpInstanceCreate(server_id=spec.id, name="w", endpoint_url="https://weather.example.com/mcp"),
-        idempotency_key=key(),
     )
     await client.put_member(ws, gw.id, "weather", GatewayMemberPut(mcp_instance_id=inst.id))
     with pytest.raises(Conflict) as refused:
@@ -294,11 +295,11 @@ async def test_a_secret_member_url_is_resolved_before_it_is_checked(
     gw = await bundle(client, ws)
     spec = await url_server(client, ws)
     loop = await secret(client, ws, value=platform.url + "/mcp/x/mcp", name="loop")
-    looping = await client.create(
+    looping = await create(
+        client,
         ws,
         kinds.MCP_INSTANCES,
         McpInstanceCreate(server_id=spec.id, name="loop", endpoint_url=SecretRef(secret_id=loop.id)),
-        idempotency_key=key(),
     )
     with pytest.raises(Conflict) as refused:
         await client.put_member(ws, gw.id, "loop", GatewayMemberPut(mcp_instance_id=looping.id))
@@ -306,11 +307,11 @@ async def test_a_secret_member_url_is_resolved_before_it_is_checked(
 
     # A secret already serving as a member's URL cannot be changed into the gateway's URL.
     fine = await secret(client, ws, value="https://weather.example.com/mcp", name="fine")
-    member = await client.create(
+    member = await create(
+        client,
         ws,
         kinds.MCP_INSTANCES,
         McpInstanceCreate(server_id=spec.id, name="fine", endpoint_url=SecretRef(secret_id=fine.id)),
-        idempotency_key=key(),
     )
     await client.put_member(ws, gw.id, "weather", GatewayMemberPut(mcp_instance_id=member.id))
     with pytest.raises(Conflict) as patched:
@@ -476,7 +477,7 @@ async def test_member_and_tool_pages_skip_nothing_when_members_go_between_pages(
 async def test_a_delete_whose_answer_was_lost_is_not_reported_missing(
     client: PlatformClient, ws: str
 ) -> None:
-    made = await client.create(ws, kinds.AGENTS, AgentCreate(name="a", model="m"), idempotency_key=key())
+    made = await create(client, ws, kinds.AGENTS, AgentCreate(name="a", model="m"))
     spec = FaultSpec(method="DELETE", path=f"/v1/workspaces/{ws}/agents/{made.id}", status=502, when="after")
     await client.request("POST", "/_admin/faults", body=spec.model_dump_json().encode(), safe=False)
     await client.delete(ws, kinds.AGENTS, made.id)  # done by the first call; the repeat finds it gone
@@ -494,7 +495,8 @@ async def test_a_delete_whose_answer_was_lost_is_not_reported_missing(
 async def test_redeclaring_an_env_var_secret_or_required_names_the_instances(
     client: PlatformClient, ws: str
 ) -> None:
-    spec = await client.create(
+    spec = await create(
+        client,
         ws,
         kinds.MCP_SERVERS,
         McpServerCreate.model_validate(
@@ -505,13 +507,12 @@ async def test_redeclaring_an_env_var_secret_or_required_names_the_instances(
                 "env_schema": [{"name": "GITHUB_ORG", "type": "string", "required": False}],
             }
         ),
-        idempotency_key=key(),
     )
-    inst = await client.create(
+    inst = await create(
+        client,
         ws,
         kinds.MCP_INSTANCES,
         McpInstanceCreate(server_id=spec.id, name="gh", env={"GITHUB_ORG": "acme"}),
-        idempotency_key=key(),
     )
     secret_now = McpServerUpdate.model_validate(
         {"env_schema": [{"name": "GITHUB_ORG", "type": "secret", "required": False}]}

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 import yaml
-from platform_builders import SKILL_MD, agent, bundle, command_server, instance, key, secret, url_server
+from platform_builders import SKILL_MD, agent, bundle, command_server, instance, secret, url_server
 from pydantic import SecretStr
+from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -218,7 +219,7 @@ async def test_every_kind_round_trips_through_the_client(
     client: PlatformClient, ws: str, kind: kinds.Kind[Any, Any, Any]
 ) -> None:
     body, update, filters, changed = await CASES[kind.path](client, ws)
-    created = await client.create(ws, kind, body, idempotency_key=key())
+    created = await create(client, ws, kind, body)
     assert created.id.startswith(kind.prefix + "_") and created.revision == 1
     assert await client.get(ws, kind, created.id) == created
     listed = await client.list_page(ws, kind, filters=filters)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from platform_builders import SKILL_MD, agent, command_server, instance, key, secret, url_server
+from platform_builders import SKILL_MD, agent, command_server, instance, secret, url_server
 from pydantic import SecretStr
+from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -39,11 +40,8 @@ CONTEXT_KEY = "c" * 48
 
 @pytest.mark.parametrize("command", ["npx", "uvx", "uv", "python", "python3", "node", "bunx", "deno"])
 async def test_the_eight_runtimes_are_accepted(client: PlatformClient, ws: str, command: str) -> None:
-    spec = await client.create(
-        ws,
-        kinds.MCP_SERVERS,
-        McpServerCreate(name="s", type="command", command=command),
-        idempotency_key=key(),
+    spec = await create(
+        client, ws, kinds.MCP_SERVERS, McpServerCreate(name="s", type="command", command=command)
     )
     assert spec.command == command
 
@@ -51,11 +49,8 @@ async def test_the_eight_runtimes_are_accepted(client: PlatformClient, ws: str, 
 @pytest.mark.parametrize("command", ["bash", "./run.sh", "/usr/bin/node", "${CLAUDE_PLUGIN_ROOT}/server"])
 async def test_other_commands_are_refused(client: PlatformClient, ws: str, command: str) -> None:
     with pytest.raises(Refused) as refused:
-        await client.create(
-            ws,
-            kinds.MCP_SERVERS,
-            McpServerCreate(name="s", type="command", command=command),
-            idempotency_key=key(),
+        await create(
+            client, ws, kinds.MCP_SERVERS, McpServerCreate(name="s", type="command", command=command)
         )
     assert refused.value.code == "unsupported_runtime"
     assert refused.value.errors[0].field == "command"
@@ -75,7 +70,7 @@ async def test_env_schema_secrecy_follows_the_declared_type(client: PlatformClie
             ],
         }
     )
-    spec = await client.create(ws, kinds.MCP_SERVERS, body, idempotency_key=key())
+    spec = await create(client, ws, kinds.MCP_SERVERS, body)
     assert {f.name: f.secret for f in spec.env_schema} == {
         "API_TOKEN": False,
         "DSN": True,
@@ -110,9 +105,7 @@ async def test_a_spec_must_fit_its_type(client: PlatformClient, ws: str) -> None
     ]
     for fields, field in cases:
         with pytest.raises(Refused) as refused:
-            await client.create(
-                ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(fields), idempotency_key=key()
-            )
+            await create(client, ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(fields))
         assert refused.value.errors[0].field == field, fields
 
 
@@ -132,18 +125,19 @@ async def test_a_spec_update_is_validated_like_a_create(client: PlatformClient, 
 async def test_instance_secret_inputs_go_by_reference(client: PlatformClient, ws: str) -> None:
     spec = await command_server(client, ws)
     with pytest.raises(Refused) as plain:
-        await client.create(
+        await create(
+            client,
             ws,
             kinds.MCP_INSTANCES,
             McpInstanceCreate(server_id=spec.id, name="gh", env={"GITHUB_TOKEN": "ghp_plaintext_value"}),
-            idempotency_key=key(),
         )
     assert plain.value.code == "secret_required"
     assert plain.value.errors[0].field == "env.GITHUB_TOKEN"
     assert "ghp_plaintext_value" not in str(plain.value)
 
     stored = await secret(client, ws)
-    made = await client.create(
+    made = await create(
+        client,
         ws,
         kinds.MCP_INSTANCES,
         McpInstanceCreate(
@@ -151,7 +145,6 @@ async def test_instance_secret_inputs_go_by_reference(client: PlatformClient, ws
             name="gh",
             env={"GITHUB_TOKEN": SecretRef(secret_id=stored.id), "GITHUB_ORG": "acme"},
         ),
-        idempotency_key=key(),
     )
     assert made.env == {"GITHUB_TOKEN": SecretRef(secret_id=stored.id), "GITHUB_ORG": "acme"}
     assert made.context_signing is False
@@ -162,37 +155,35 @@ async def test_instance_values_must_be_declared_and_required_ones_given(
 ) -> None:
     spec = await command_server(client, ws)
     with pytest.raises(Refused) as missing:
-        await client.create(
-            ws, kinds.MCP_INSTANCES, McpInstanceCreate(server_id=spec.id, name="gh"), idempotency_key=key()
-        )
+        await create(client, ws, kinds.MCP_INSTANCES, McpInstanceCreate(server_id=spec.id, name="gh"))
     assert missing.value.errors[0].field == "env.GITHUB_TOKEN"
     with pytest.raises(Refused) as unknown:
-        await client.create(
+        await create(
+            client,
             ws,
             kinds.MCP_INSTANCES,
             McpInstanceCreate(server_id=spec.id, name="gh", env={"OTHER": "x"}),
-            idempotency_key=key(),
         )
     assert unknown.value.errors[0].field == "env.OTHER"
     with pytest.raises(Refused) as dangling:
-        await client.create(
+        await create(
+            client,
             ws,
             kinds.MCP_INSTANCES,
             McpInstanceCreate(
                 server_id=spec.id, name="gh", env={"GITHUB_TOKEN": SecretRef(secret_id="sec_nope")}
             ),
-            idempotency_key=key(),
         )
     assert dangling.value.code == "unknown_reference"
 
 
 async def test_a_context_secret_is_stored_and_shows_as_signing(client: PlatformClient, ws: str) -> None:
     spec = await url_server(client, ws)
-    made = await client.create(
+    made = await create(
+        client,
         ws,
         kinds.MCP_INSTANCES,
         McpInstanceCreate(server_id=spec.id, name="w", context_secret=SecretStr(CONTEXT_KEY)),
-        idempotency_key=key(),
     )
     assert made.context_signing is True
     assert made.context_secret_id is not None
@@ -212,7 +203,8 @@ async def test_context_secrets_are_refused_off_url_servers_and_outside_the_lengt
     command = await command_server(client, ws)
     stored = await secret(client, ws)
     with pytest.raises(Refused) as not_url:
-        await client.create(
+        await create(
+            client,
             ws,
             kinds.MCP_INSTANCES,
             McpInstanceCreate(
@@ -221,7 +213,6 @@ async def test_context_secrets_are_refused_off_url_servers_and_outside_the_lengt
                 env={"GITHUB_TOKEN": SecretRef(secret_id=stored.id)},
                 context_secret=SecretStr(CONTEXT_KEY),
             ),
-            idempotency_key=key(),
         )
     assert not_url.value.code == "context_secret_refused"
     assert not_url.value.errors[0].field == "context_secret"
@@ -229,11 +220,11 @@ async def test_context_secrets_are_refused_off_url_servers_and_outside_the_lengt
     spec = await url_server(client, ws)
     short = await secret(client, ws, value="too-short")
     with pytest.raises(Refused) as too_short:
-        await client.create(
+        await create(
+            client,
             ws,
             kinds.MCP_INSTANCES,
             McpInstanceCreate(server_id=spec.id, name="w", context_secret_id=short.id),
-            idempotency_key=key(),
         )
     assert too_short.value.errors[0].field == "context_secret_id"
     assert "too-short" not in str(too_short.value)
@@ -241,11 +232,11 @@ async def test_context_secrets_are_refused_off_url_servers_and_outside_the_lengt
 
 async def test_turning_context_signing_off_drops_the_stored_key(client: PlatformClient, ws: str) -> None:
     spec = await url_server(client, ws)
-    made = await client.create(
+    made = await create(
+        client,
         ws,
         kinds.MCP_INSTANCES,
         McpInstanceCreate(server_id=spec.id, name="w", context_secret=SecretStr(CONTEXT_KEY)),
-        idempotency_key=key(),
     )
     off = await client.update(
         ws, kinds.MCP_INSTANCES, made.id, McpInstanceUpdate(context_secret_id=None), revision=1
@@ -273,9 +264,7 @@ async def test_specs_and_instances_in_use_cannot_be_deleted(client: PlatformClie
 
 
 async def test_inline_skills_take_their_name_from_skill_md(client: PlatformClient, ws: str) -> None:
-    skill = await client.create(
-        ws, kinds.SKILLS, SkillCreate(source_type="inline", content=SKILL_MD), idempotency_key=key()
-    )
+    skill = await create(client, ws, kinds.SKILLS, SkillCreate(source_type="inline", content=SKILL_MD))
     assert (skill.name, skill.description) == ("triage", "Sort incoming issues by area and urgency.")
     assert skill.id.startswith("skl_")
 
@@ -283,9 +272,7 @@ async def test_inline_skills_take_their_name_from_skill_md(client: PlatformClien
 async def test_bad_front_matter_is_refused_naming_the_line(client: PlatformClient, ws: str) -> None:
     content = "---\nname: triage\ndescription: Sort issues: by area\n---\nbody\n"
     with pytest.raises(Refused) as refused:
-        await client.create(
-            ws, kinds.SKILLS, SkillCreate(source_type="inline", content=content), idempotency_key=key()
-        )
+        await create(client, ws, kinds.SKILLS, SkillCreate(source_type="inline", content=content))
     assert refused.value.code == "invalid_skill_md"
     assert refused.value.errors[0].field == "content"
     assert refused.value.errors[0].line == 3
@@ -297,9 +284,7 @@ async def test_github_skills_are_fetched_from_the_configured_base(
     files = github.files  # type: ignore[attr-defined]
     files["/acme/skills/main/triage/SKILL.md"] = SKILL_MD
     source = "https://github.com/acme/skills/tree/main/triage"
-    skill = await client.create(
-        ws, kinds.SKILLS, SkillCreate(source_type="github", source_url=source), idempotency_key=key()
-    )
+    skill = await create(client, ws, kinds.SKILLS, SkillCreate(source_type="github", source_url=source))
     assert (skill.name, skill.source_url, skill.content) == ("triage", source, SKILL_MD)
 
     files["/acme/skills/main/triage/SKILL.md"] = SKILL_MD.replace("name: triage", "name: triage-v2")
@@ -309,31 +294,31 @@ async def test_github_skills_are_fetched_from_the_configured_base(
 
 async def test_github_skill_failures_are_told_apart(client: PlatformClient, ws: str, github: object) -> None:
     with pytest.raises(Refused) as missing:
-        await client.create(
+        await create(
+            client,
             ws,
             kinds.SKILLS,
             SkillCreate(source_type="github", source_url="https://github.com/acme/none/tree/main/x"),
-            idempotency_key=key(),
         )
     assert missing.value.code == "skill_source_not_found"
     with pytest.raises(Refused) as not_github:
-        await client.create(
+        await create(
+            client,
             ws,
             kinds.SKILLS,
             SkillCreate(source_type="github", source_url="https://gitlab.com/acme/x"),
-            idempotency_key=key(),
         )
     assert not_github.value.errors[0].field == "source_url"
     github.fail_with = 500  # type: ignore[attr-defined]
     try:
         with pytest.raises(Unavailable) as down:
-            await client.create(
+            await create(
+                client,
                 ws,
                 kinds.SKILLS,
                 SkillCreate(
                     source_type="github", source_url="https://github.com/acme/skills/tree/main/triage"
                 ),
-                idempotency_key=key(),
             )
     finally:
         github.fail_with = None  # type: ignore[attr-defined]
@@ -348,15 +333,14 @@ async def test_agents_can_be_archived_and_take_nothing_new_then(client: Platform
     archived = await client.update(ws, kinds.AGENTS, bot.id, AgentUpdate(archived=True), revision=1)
     assert archived.archived is True
     with pytest.raises(Refused) as refused:
-        await client.create(
-            ws, kinds.POLICIES, PolicyCreate(type="spend_cap", agent_id=bot.id), idempotency_key=key()
-        )
+        await create(client, ws, kinds.POLICIES, PolicyCreate(type="spend_cap", agent_id=bot.id))
     assert refused.value.code == "agent_archived"
 
 
 async def test_a_new_cron_trigger_is_scheduled_until_disabled(client: PlatformClient, ws: str) -> None:
     bot = await agent(client, ws)
-    trigger = await client.create(
+    trigger = await create(
+        client,
         ws,
         kinds.TRIGGERS,
         TriggerCreate(
@@ -366,7 +350,6 @@ async def test_a_new_cron_trigger_is_scheduled_until_disabled(client: PlatformCl
             schedule="30 2 * * 1-5",
             timezone="Europe/Berlin",
         ),
-        idempotency_key=key(),
     )
     assert trigger.enabled is True
     assert trigger.next_run_at is not None and trigger.next_run_at > datetime.now(UTC)
@@ -404,11 +387,11 @@ async def test_schedules_and_time_zones_are_validated(
 ) -> None:
     bot = await agent(client, ws)
     with pytest.raises(Refused) as refused:
-        await client.create(
+        await create(
+            client,
             ws,
             kinds.TRIGGERS,
             TriggerCreate(name="t", type="cron", agent_id=bot.id, schedule=schedule, timezone=timezone),
-            idempotency_key=key(),
         )
     assert refused.value.errors[0].field == field
 
@@ -416,11 +399,11 @@ async def test_schedules_and_time_zones_are_validated(
 async def test_a_channel_keeps_its_bot_token_in_the_secret_store(client: PlatformClient, ws: str) -> None:
     bot = await agent(client, ws)
     token = "123456:AAExampleOnlyToken_abc"
-    channel = await client.create(
+    channel = await create(
+        client,
         ws,
         kinds.CHANNELS,
         ChannelCreate(type="telegram", name="support", agent_id=bot.id, bot_token=SecretStr(token)),
-        idempotency_key=key(),
     )
     assert channel.enabled is False
     assert channel.bot_token_secret_id.startswith("sec_")
@@ -437,11 +420,11 @@ async def test_a_channel_keeps_its_bot_token_in_the_secret_store(client: Platfor
 async def test_a_malformed_bot_token_is_refused_without_echoing_it(client: PlatformClient, ws: str) -> None:
     bot = await agent(client, ws)
     with pytest.raises(Refused) as refused:
-        await client.create(
+        await create(
+            client,
             ws,
             kinds.CHANNELS,
             ChannelCreate(type="telegram", agent_id=bot.id, bot_token=SecretStr("not a token at all")),
-            idempotency_key=key(),
         )
     assert refused.value.errors[0].field == "bot_token"
     assert "not a token at all" not in str(refused.value)
@@ -449,11 +432,11 @@ async def test_a_malformed_bot_token_is_refused_without_echoing_it(client: Platf
 
 async def test_policies_bind_to_agents(client: PlatformClient, ws: str) -> None:
     bot = await agent(client, ws)
-    policy = await client.create(
+    policy = await create(
+        client,
         ws,
         kinds.POLICIES,
         PolicyCreate(type="answer_check", agent_id=bot.id, config={"rubric": "cite sources"}),
-        idempotency_key=key(),
     )
     changed = await client.update(
         ws, kinds.POLICIES, policy.id, PolicyUpdate(config={"rubric": "be brief"}), revision=1

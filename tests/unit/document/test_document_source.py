@@ -32,18 +32,34 @@ def test_invalid_yaml_names_the_line() -> None:
     assert line is not None and line >= 4
 
 
-def test_more_than_one_yaml_document_is_refused_at_the_second() -> None:
-    code, message, line = single('schema_version: "0.1.0"\nname: a\n---\nname: b\n')
+@pytest.mark.parametrize(
+    ("text", "said", "at"),
+    [
+        pytest.param(
+            'schema_version: "0.1.0"\nname: a\n---\nname: b\n',
+            "more than one",
+            4,
+            id="more_than_one_yaml_document_is_refused_at_the_second",
+        ),
+        pytest.param(
+            'schema_version: "0.1.0"\nname: a\nname: b\n',
+            "'name' appears twice",
+            3,
+            id="duplicate_mapping_key_names_key_and_line",
+        ),
+        pytest.param(
+            '{\n  "schema_version": "0.1.0",\n  "name": "a",,\n}',
+            "invalid JSON",
+            3,
+            id="json_errors_name_the_line",
+        ),
+    ],
+)
+def test_a_broken_document_is_invalid_naming_the_line(text: str, said: str, at: int) -> None:
+    code, message, line = single(text)
     assert code == "invalid_document"
-    assert "more than one" in message
-    assert line == 4
-
-
-def test_duplicate_mapping_key_names_key_and_line() -> None:
-    code, message, line = single('schema_version: "0.1.0"\nname: a\nname: b\n')
-    assert code == "invalid_document"
-    assert "'name' appears twice" in message
-    assert line == 3
+    assert said in message
+    assert line == at
 
 
 def test_non_string_keys_are_refused() -> None:
@@ -116,13 +132,6 @@ def test_bytes_must_be_utf8_and_a_bom_is_accepted() -> None:
     assert code == "invalid_document"
     assert "UTF-8" in message
     assert parse_bundle_text('\ufeffschema_version: "0.1.0"\nname: a\n'.encode()).bundle is not None
-
-
-def test_json_errors_name_the_line() -> None:
-    code, message, line = single('{\n  "schema_version": "0.1.0",\n  "name": "a",,\n}')
-    assert code == "invalid_document"
-    assert "invalid JSON" in message
-    assert line == 3
 
 
 def test_json_duplicate_keys_and_nan_are_refused() -> None:

@@ -126,13 +126,18 @@ def without_source(spec: dict[str, Any], key: str) -> dict[str, Any]:
     return out
 
 
+def assert_clean_in_every_mode(base: Any, theirs: Any, mine: Any, *, expected: Any) -> None:
+    """Every conflict mode merges to ``expected`` without a conflict."""
+    for mode in OnConflict:
+        result = merge(base, theirs, mine, mode)
+        assert (result.merged, result.conflicts) == (expected, [])
+
+
 @SETTINGS
 @given(base_and_edit())
 def test_an_unchanged_bundle_keeps_every_local_edit(pair: tuple[dict[str, Any], dict[str, Any]]) -> None:
     base, mine = pair
-    for mode in OnConflict:
-        result = merge(base, copy.deepcopy(base), mine, mode)
-        assert (result.merged, result.conflicts) == (mine, [])
+    assert_clean_in_every_mode(base, copy.deepcopy(base), mine, expected=mine)
 
 
 @SETTINGS
@@ -141,9 +146,7 @@ def test_without_local_edits_the_new_version_lands_cleanly(
     pair: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     base, theirs = pair
-    for mode in OnConflict:
-        result = merge(base, theirs, copy.deepcopy(base), mode)
-        assert (result.merged, result.conflicts) == (theirs, [])
+    assert_clean_in_every_mode(base, theirs, copy.deepcopy(base), expected=theirs)
 
 
 @SETTINGS
@@ -156,9 +159,7 @@ def test_a_source_added_locally_survives_an_update(
     mine["sources"][LOCAL_KEY] = local
     expected = copy.deepcopy(theirs)
     expected["sources"][LOCAL_KEY] = local
-    for mode in OnConflict:
-        result = merge(base, theirs, mine, mode)
-        assert (result.merged, result.conflicts) == (expected, [])
+    assert_clean_in_every_mode(base, theirs, mine, expected=expected)
 
 
 @SETTINGS
@@ -216,9 +217,7 @@ def test_edits_to_different_fields_of_one_source_merge(data: st.DataObject) -> N
     theirs = with_field(base, key, theirs_field, theirs_value)
     mine = with_field(base, key, mine_field, mine_value)
     expected = with_field(with_field(base, key, theirs_field, theirs_value), key, mine_field, mine_value)
-    for mode in OnConflict:
-        result = merge(base, theirs, mine, mode)
-        assert (result.merged, result.conflicts) == (expected, [])
+    assert_clean_in_every_mode(base, theirs, mine, expected=expected)
 
 
 @SETTINGS
@@ -244,9 +243,7 @@ def test_edits_to_one_field_with_different_values_conflict_at_its_pointer(data: 
 def test_the_same_edit_on_both_sides_is_no_conflict(data: st.DataObject) -> None:
     base, key, name = data.draw(one_field())
     both = with_field(base, key, name, other_value(data, base["sources"][key], name))
-    for mode in OnConflict:
-        result = merge(base, both, copy.deepcopy(both), mode)
-        assert (result.merged, result.conflicts) == (both, [])
+    assert_clean_in_every_mode(base, both, copy.deepcopy(both), expected=both)
 
 
 @pytest.mark.parametrize(
