@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any, TypeVar
 
+import pytest
 from pydantic import SecretStr
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
+from bundle_operator.platform.errors import Conflict
 from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import (
     Agent,
@@ -55,6 +57,15 @@ def key() -> str:
 async def create(client: PlatformClient, ws: str, kind: Kind[E, C, Any], body: C) -> E:
     """Create an entity under a fresh idempotency key."""
     return await client.create(ws, kind, body, idempotency_key=key())
+
+
+async def assert_in_use(
+    client: PlatformClient, ws: str, kind: Kind[Any, Any, Any], entity_id: str, holders: list[str]
+) -> None:
+    """Deleting the entity is refused as in use, naming ``holders``."""
+    with pytest.raises(Conflict) as held:
+        await client.delete(ws, kind, entity_id)
+    assert (held.value.code, held.value.holders) == ("in_use", holders)
 
 
 async def secret(

@@ -4,12 +4,11 @@ archiving, deleting, and the MCP instances an app holds."""
 from __future__ import annotations
 
 import pytest
-from platform_builders import app, instance, key, url_server
-from tests.integration.platform.platform_builders import create
+from platform_builders import app, assert_in_use, create, instance, key, url_server
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from bundle_operator.platform.errors import Conflict, NotFound, PlatformError, Refused
+from bundle_operator.platform.errors import NotFound, PlatformError, Refused
 from bundle_operator.platform.models import AppCreate, AppUpdate, AppVersionCreate, FaultSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -90,9 +89,7 @@ async def test_an_app_holds_the_mcp_instances_it_uses(client: PlatformClient, ws
     inst = await instance(client, ws, await url_server(client, ws))
     made = await app(client, ws, mcp_instance_ids=[inst.id])
     assert made.mcp_instance_ids == [inst.id]
-    with pytest.raises(Conflict) as held:
-        await client.delete(ws, kinds.MCP_INSTANCES, inst.id)
-    assert held.value.code == "in_use" and held.value.holders == [made.id]
+    await assert_in_use(client, ws, kinds.MCP_INSTANCES, inst.id, [made.id])
     await client.update(ws, kinds.APPS, made.id, AppUpdate(mcp_instance_ids=[]), revision=1)
     await client.delete(ws, kinds.MCP_INSTANCES, inst.id)
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from platform_builders import agent, key, secret
+from platform_builders import agent, create, key, secret
 from pydantic import SecretStr
-from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient

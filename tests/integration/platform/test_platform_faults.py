@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from platform_builders import agent, bundle
+from platform_builders import agent, bundle, create
 from platform_harness import FAST_RETRY, TOKEN, PlatformProcess
-from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient

@@ -4,8 +4,7 @@ self-reference, rename and endpoints."""
 from __future__ import annotations
 
 import pytest
-from platform_builders import bundle, instance, key, url_server
-from tests.integration.platform.platform_builders import create
+from platform_builders import assert_in_use, bundle, create, instance, key, url_server
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -421,8 +420,6 @@ async def test_an_instance_serving_a_bundle_cannot_be_deleted(client: PlatformCl
     spec = await url_server(client, ws)
     inst = await instance(client, ws, spec)
     await client.put_member(ws, gw.id, "weather", GatewayMemberPut(mcp_instance_id=inst.id))
-    with pytest.raises(Conflict) as held:
-        await client.delete(ws, kinds.MCP_INSTANCES, inst.id)
-    assert held.value.holders == [gw.id]
+    await assert_in_use(client, ws, kinds.MCP_INSTANCES, inst.id, [gw.id])
     await client.delete_member(ws, gw.id, "weather")
     await client.delete(ws, kinds.MCP_INSTANCES, inst.id)

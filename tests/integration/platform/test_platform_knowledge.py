@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from platform_builders import agent, key, knowledge_set
+from platform_builders import agent, assert_in_use, key, knowledge_set
 from pydantic import SecretStr, ValidationError
 
 from bundle_operator.platform import kinds
@@ -216,9 +216,7 @@ async def test_a_source_holds_its_credentials_until_it_goes(client: PlatformClie
     ks = await knowledge_set(client, ws)
     source = await client.put_source(ws, ks.id, "files", sftp(PASSWORD))
     secret_id = source.credentials["password"]
-    with pytest.raises(Conflict) as held:
-        await client.delete(ws, kinds.SECRETS, secret_id)
-    assert held.value.code == "in_use" and held.value.holders == [ks.id]
+    await assert_in_use(client, ws, kinds.SECRETS, secret_id, [ks.id])
     await client.delete_source(ws, ks.id, "files")
     with pytest.raises(NotFound):
         await client.get(ws, kinds.SECRETS, secret_id)
@@ -276,9 +274,7 @@ async def test_a_set_an_agent_uses_cannot_be_deleted(client: PlatformClient, ws:
     source = await client.put_source(ws, ks.id, "files", sftp(PASSWORD))
     bot = await agent(client, ws, knowledge_set_ids=[ks.id])
     assert bot.knowledge_set_ids == [ks.id]
-    with pytest.raises(Conflict) as held:
-        await client.delete(ws, kinds.KNOWLEDGE_SETS, ks.id)
-    assert held.value.code == "in_use" and held.value.holders == [bot.id]
+    await assert_in_use(client, ws, kinds.KNOWLEDGE_SETS, ks.id, [bot.id])
     await client.update(ws, kinds.AGENTS, bot.id, AgentUpdate(knowledge_set_ids=[]), revision=1)
     await client.delete(ws, kinds.KNOWLEDGE_SETS, ks.id)
     # The set's sources went with it, and so did their credentials.

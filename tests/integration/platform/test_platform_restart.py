@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from platform_builders import SKILL_MD, agent, bundle, instance, key, secret, url_server
+from platform_builders import SKILL_MD, agent, bundle, create, instance, key, secret, url_server
 from platform_harness import start_platform
-from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient

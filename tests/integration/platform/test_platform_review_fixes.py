@@ -8,10 +8,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from platform_builders import bundle, instance, secret, url_server
+from platform_builders import bundle, create, instance, secret, url_server
 from platform_harness import TOKEN, PlatformProcess
 from pydantic import SecretStr
-from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
-from platform_builders import SKILL_MD, agent, bundle, command_server, instance, secret, url_server
+from platform_builders import SKILL_MD, agent, bundle, command_server, create, instance, secret, url_server
 from pydantic import SecretStr
-from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient

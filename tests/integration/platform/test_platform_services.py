@@ -6,9 +6,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from platform_builders import SKILL_MD, agent, command_server, instance, secret, url_server
+from platform_builders import (
+    SKILL_MD,
+    agent,
+    assert_in_use,
+    command_server,
+    create,
+    instance,
+    secret,
+    url_server,
+)
 from pydantic import SecretStr
-from tests.integration.platform.platform_builders import create
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -190,9 +198,7 @@ async def test_a_context_secret_is_stored_and_shows_as_signing(client: PlatformC
     raw = await client.request("GET", f"/v1/workspaces/{ws}/mcp-instances/{made.id}", safe=True)
     assert CONTEXT_KEY not in raw.text
     # The stored secret belongs to the instance: it is listed, held, and goes with the instance.
-    with pytest.raises(Conflict) as held:
-        await client.delete(ws, kinds.SECRETS, made.context_secret_id)
-    assert held.value.holders == [made.id]
+    await assert_in_use(client, ws, kinds.SECRETS, made.context_secret_id, [made.id])
     await client.delete(ws, kinds.MCP_INSTANCES, made.id)
     assert await client.list_all(ws, kinds.SECRETS) == []
 
@@ -249,12 +255,8 @@ async def test_specs_and_instances_in_use_cannot_be_deleted(client: PlatformClie
     spec = await command_server(client, ws)
     inst = await instance(client, ws, spec)
     bot = await agent(client, ws, mcp_instance_ids=[inst.id])
-    with pytest.raises(Conflict) as spec_used:
-        await client.delete(ws, kinds.MCP_SERVERS, spec.id)
-    assert spec_used.value.code == "in_use" and spec_used.value.holders == [inst.id]
-    with pytest.raises(Conflict) as inst_used:
-        await client.delete(ws, kinds.MCP_INSTANCES, inst.id)
-    assert inst_used.value.holders == [bot.id]
+    await assert_in_use(client, ws, kinds.MCP_SERVERS, spec.id, [inst.id])
+    await assert_in_use(client, ws, kinds.MCP_INSTANCES, inst.id, [bot.id])
     await client.delete(ws, kinds.AGENTS, bot.id)
     await client.delete(ws, kinds.MCP_INSTANCES, inst.id)
     await client.delete(ws, kinds.MCP_SERVERS, spec.id)
@@ -445,6 +447,4 @@ async def test_policies_bind_to_agents(client: PlatformClient, ws: str) -> None:
     assert [p.id for p in await client.list_all(ws, kinds.POLICIES, filters={"agent_id": bot.id})] == [
         policy.id
     ]
-    with pytest.raises(Conflict) as held:
-        await client.delete(ws, kinds.AGENTS, bot.id)
-    assert held.value.holders == [policy.id]
+    await assert_in_use(client, ws, kinds.AGENTS, bot.id, [policy.id])
