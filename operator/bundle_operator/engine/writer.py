@@ -65,6 +65,20 @@ log = logging.getLogger(__name__)
 Persist = Callable[[Record], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class Sending:
+    """The setup secret values a write may send, and the sites whose value changed since the record.
+
+    ``values`` None is a restore: secret values are never read back, so none is sent.
+    """
+
+    values: dict[str, str] | None
+    changed: frozenset[str] = frozenset()
+
+
+RESTORE = Sending(None)
+
+
 _PRIMARY_KIND: dict[str, Kind[Any, Any, Any]] = {
     "skill": kinds.SKILLS,
     "knowledge_set": kinds.KNOWLEDGE_SETS,
@@ -242,7 +256,7 @@ class Writer:
         body = KnowledgeSetCreate(**spec["set"])
         created = await self.create(desired.entity, "primary", kinds.KNOWLEDGE_SETS, body)
         # Sources are written by key, so a replay after a crash puts the same ones again.
-        await self.write_sources(created.id, spec["sources"], {}, desired.secrets, set(), new=True)
+        await self.write_sources(created.id, spec["sources"], {}, Sending(desired.secrets), new=True)
         return [Part(role="primary", path=kinds.KNOWLEDGE_SETS.path, id=created.id)]
 
     async def write_sources(
@@ -250,8 +264,7 @@ class Writer:
         set_id: str,
         target: dict[str, Any],
         current: dict[str, Any],
-        secrets: dict[str, str] | None,
-        changed_secrets: set[str],
+        secrets: Sending,
         *,
         new: bool = False,
         entity: str = "",
@@ -260,8 +273,8 @@ class Writer:
 
         Sources without a key (a user's own) are in neither and never touched. A source's
         credentials are sent when they differ by name from the live ones or a value changed (a PUT
-        replaces them all); otherwise the stored ones stay. ``secrets`` None (a restore) never sends
-        values. A source the target drops is deleted only once the whole run has worked (a run
+        replaces them all); otherwise the stored ones stay. A restore (``secrets.values`` None) never
+        sends values. A source the target drops is deleted only once the whole run has worked (a run
         rolled back puts back what it changed, and a deleted source's credentials could not be).
         """
         ws, p = self.workspace, self.platform
@@ -269,17 +282,17 @@ class Writer:
         for key, source in target.items():
             names = source["credentials"]
             before = current.get(key)
-            send = secrets is not None and (
+            send = secrets.values is not None and (
                 (before is None and bool(names))
                 or (before is not None and before["credentials"] != names)
-                or any(source_site(key, name) in changed_secrets for name in names)
+                or any(source_site(key, name) in secrets.changed for name in names)
             )
             if before == source and not send:
                 continue
             fields = {k: v for k, v in source.items() if k != "credentials" and v is not None}
             credentials = None
-            if send and secrets is not None:
-                credentials = {name: SecretStr(secrets[source_site(key, name)]) for name in names}
+            if send and secrets.values is not None:
+                credentials = {name: SecretStr(secrets.values[source_site(key, name)]) for name in names}
             self.calls += 1
             body = KnowledgeSourcePut(**fields, credentials=credentials)
             revision = self.source_revisions.get((set_id, key)) if before is not None else None
@@ -289,7 +302,7 @@ class Writer:
         for key in current:
             if key in target:
                 continue
-            if secrets is None:
+            if secrets.values is None:
                 # A restore: the source is one this run added; nothing else was deleted yet.
                 self.calls += 1
                 with contextlib.suppress(NotFound):
@@ -369,7 +382,7 @@ class Writer:
         """
         hashes = {site: secret_hash(self.record, v) for site, v in desired.secrets.items()}
         changed = {site for site, h in hashes.items() if recorded.secrets.get(site) != h}
-        parts = await self._write(recorded, merged, live, desired.secrets, changed)
+        parts = await self._write(recorded, merged, live, Sending(desired.secrets, frozenset(changed)))
         return RecordedEntity(
             kind=recorded.kind,
             key=recorded.key,
@@ -385,22 +398,21 @@ class Writer:
         """Put an updated entity back to its live state before the run. Secret values cannot be put
         back (they are never read); a changed one stays, and the old hash in the record makes the
         next run write it again."""
-        await self._write(written, live_before, merged, None, set())
+        await self._write(written, live_before, merged, RESTORE)
 
     async def _write(
         self,
         recorded: RecordedEntity,
         target: dict[str, Any],
         current: dict[str, Any],
-        secrets: dict[str, str] | None,
-        changed_secrets: set[str],
+        secrets: Sending,
     ) -> list[Part]:
-        """Bring a live entity from ``current`` to ``target``; ``secrets`` None leaves secret values alone."""
+        """Bring a live entity from ``current`` to ``target``, sending the secret values ``secrets`` says."""
         primary = recorded.primary_id
         assert primary is not None
         kind = recorded.kind
         if kind == "mcp":
-            return await self._write_mcp(recorded, target, current, secrets, changed_secrets)
+            return await self._write_mcp(recorded, target, current, secrets)
         if kind == "knowledge_set":
             if target["set"] != current["set"]:
                 await self.update(kinds.KNOWLEDGE_SETS, primary, KnowledgeSetUpdate(**target["set"]))
@@ -409,7 +421,6 @@ class Writer:
                 target["sources"],
                 current["sources"],
                 secrets,
-                changed_secrets,
                 entity=recorded.entity,
             )
             return list(recorded.parts)
@@ -418,7 +429,7 @@ class Writer:
             if changes:
                 await self.update(kinds.APPS, primary, AppUpdate(**changes))
             if target["document"] != current["document"]:
-                await self._write_document(primary, target["document"], restore=secrets is None)
+                await self._write_document(primary, target["document"], restore=secrets.values is None)
             return list(recorded.parts)
         if kind == "gateway":
             if target["bundle"] != current["bundle"]:
@@ -433,8 +444,8 @@ class Writer:
         changes = {k: v for k, v in target.items() if current.get(k) != v}
         if kind == "agent" and "knowledge_set_ids" in current and "knowledge_set_ids" not in target:
             changes["knowledge_set_ids"] = []  # the spec leaves the field out while it is empty
-        if kind == "channel" and secrets is not None and "bot_token" in changed_secrets:
-            changes["bot_token"] = SecretStr(secrets["bot_token"])
+        if kind == "channel" and secrets.values is not None and "bot_token" in secrets.changed:
+            changes["bot_token"] = SecretStr(secrets.values["bot_token"])
         update_model, path_kind = SIMPLE_UPDATES[kind]
         unsupported = sorted(k for k in changes if k not in update_model.model_fields)
         if unsupported:
@@ -450,17 +461,16 @@ class Writer:
         recorded: RecordedEntity,
         target: dict[str, Any],
         current: dict[str, Any],
-        secrets: dict[str, str] | None,
-        changed_secrets: set[str],
+        secrets: Sending,
     ) -> list[Part]:
         parts = list(recorded.parts)
         by_role = {p.role: p for p in parts}
         secret_ids = {p.role.removeprefix("secret:"): p.id for p in parts if p.role.startswith("secret:")}
-        for site, value in (secrets or {}).items():
+        for site, value in (secrets.values or {}).items():
             if site == "context_secret":
                 continue
             if site in secret_ids:
-                if site in changed_secrets:
+                if site in secrets.changed:
                     await self.update(kinds.SECRETS, secret_ids[site], SecretUpdate(value=SecretStr(value)))
                 continue
             body = SecretCreate(name=f"{self.bundle_name}/{recorded.key}/{site}", value=SecretStr(value))
@@ -472,18 +482,18 @@ class Writer:
                 kinds.MCP_SERVERS, by_role["server"].id, McpServerUpdate(**server_fields(target["server"]))
             )
         instance = target["instance"]
-        context_changed = secrets is not None and "context_secret" in changed_secrets
+        context_changed = secrets.values is not None and "context_secret" in secrets.changed
         if instance != current["instance"] or context_changed:
             values = instance_values(instance, secret_ids)
-            if context_changed and secrets is not None and "context_secret" in secrets:
-                values["context_secret"] = SecretStr(secrets["context_secret"])
+            if context_changed and secrets.values is not None and "context_secret" in secrets.values:
+                values["context_secret"] = SecretStr(secrets.values["context_secret"])
             await self.update(
                 kinds.MCP_INSTANCES, by_role["primary"].id, McpInstanceUpdate(name=instance["name"], **values)
             )
-        if secrets is not None:
+        if secrets.values is not None:
             # Secrets the bundle no longer uses are deleted only once the whole run has worked.
             for site, secret_id in list(secret_ids.items()):
-                if site not in secrets:
+                if site not in secrets.values:
                     retired = next(p for p in parts if p.id == secret_id)
                     self.retired.append((retired, recorded.entity))
                     parts.remove(retired)

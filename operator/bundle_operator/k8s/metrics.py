@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import httpx
 from aiohttp import web
@@ -57,54 +57,60 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 _STARTED_KEY = "bundle_operator_started"
 
 
+M = TypeVar("M", Counter, Gauge, Histogram)
+
+
+def _registered(metric: type[M], registry: CollectorRegistry) -> Callable[..., M]:
+    """A maker of ``metric``s named under the operator's prefix and registered in ``registry``."""
+
+    def make(name: str, documentation: str, labels: tuple[str, ...] = (), **options: Any) -> M:
+        return metric(f"{PREFIX}{name}", documentation, labels, registry=registry, **options)
+
+    return make
+
+
 class Metrics:
     """The operator's metrics, registered in ``registry``; build one per registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.reconciles = Counter(
-            f"{PREFIX}reconciles_total",
-            "Reconciles handled, by resource kind and result.",
-            ("kind", "result"),
-            registry=registry,
+        counter = _registered(Counter, registry)
+        gauge = _registered(Gauge, registry)
+        histogram = _registered(Histogram, registry)
+        self.reconciles = counter(
+            "reconciles_total", "Reconciles handled, by resource kind and result.", ("kind", "result")
         )
-        self.reconcile_duration = Histogram(
-            f"{PREFIX}reconcile_duration_seconds",
+        self.reconcile_duration = histogram(
+            "reconcile_duration_seconds",
             "Wall time of one reconcile, by resource kind.",
             ("kind",),
             buckets=_RECONCILE_BUCKETS,
-            registry=registry,
         )
-        self.platform_calls = Counter(
-            f"{PREFIX}platform_calls_total",
+        self.platform_calls = counter(
+            "platform_calls_total",
             "HTTP calls to the platform API, by method, route template and status (or 'error').",
             ("method", "route", "status"),
-            registry=registry,
         )
-        self.platform_call_duration = Histogram(
-            f"{PREFIX}platform_call_duration_seconds",
+        self.platform_call_duration = histogram(
+            "platform_call_duration_seconds",
             "Time until the platform answered (or the call failed), by method and route template.",
             ("method", "route"),
             buckets=_CALL_BUCKETS,
-            registry=registry,
         )
-        self.installations = Gauge(
-            f"{PREFIX}installations",
+        self.installations = gauge(
+            "installations",
             "BundleInstallations known to the operator, by their Ready condition status.",
             ("ready",),
-            registry=registry,
         )
-        self.drifted_entities = Gauge(
-            f"{PREFIX}drifted_entities",
+        self.drifted_entities = gauge(
+            "drifted_entities",
             "Platform entities of an installation whose live state differs from the bundle.",
             ("namespace", "name"),
-            registry=registry,
         )
-        self.leader = Gauge(
-            f"{PREFIX}leader",
+        self.leader = gauge(
+            "leader",
             "1 while this replica reconciles (it holds the leader election lease, or runs without "
             "leader election), 0 while it waits as a standby.",
-            registry=registry,
         )
         # Series that exist from the start, so rate() and absent() work before the first event.
         for kind in RECONCILE_KINDS:

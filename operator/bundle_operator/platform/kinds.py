@@ -63,40 +63,24 @@ class Kind(Generic[E, C, U]):
     filters: tuple[str, ...]
 
 
-MCP_SERVERS: Kind[McpServer, McpServerCreate, McpServerUpdate] = Kind(
-    "mcp-servers", "mcs", McpServer, McpServerCreate, McpServerUpdate, ("name", "type")
-)
-MCP_INSTANCES: Kind[McpInstance, McpInstanceCreate, McpInstanceUpdate] = Kind(
+MCP_SERVERS = Kind("mcp-servers", "mcs", McpServer, McpServerCreate, McpServerUpdate, ("name", "type"))
+MCP_INSTANCES = Kind(
     "mcp-instances", "mci", McpInstance, McpInstanceCreate, McpInstanceUpdate, ("name", "server_id")
 )
-SKILLS: Kind[Skill, SkillCreate, SkillUpdate] = Kind(
-    "skills", "skl", Skill, SkillCreate, SkillUpdate, ("name", "source_type")
-)
-AGENTS: Kind[Agent, AgentCreate, AgentUpdate] = Kind(
-    "agents", "agt", Agent, AgentCreate, AgentUpdate, ("name", "archived")
-)
-CHANNELS: Kind[Channel, ChannelCreate, ChannelUpdate] = Kind(
-    "channels", "chn", Channel, ChannelCreate, ChannelUpdate, ("name", "agent_id")
-)
-TRIGGERS: Kind[Trigger, TriggerCreate, TriggerUpdate] = Kind(
-    "triggers", "trg", Trigger, TriggerCreate, TriggerUpdate, ("name", "agent_id")
-)
-POLICIES: Kind[Policy, PolicyCreate, PolicyUpdate] = Kind(
-    "policies", "pol", Policy, PolicyCreate, PolicyUpdate, ("type", "agent_id")
-)
-SECRETS: Kind[Secret, SecretCreate, SecretUpdate] = Kind(
-    "secrets", "sec", Secret, SecretCreate, SecretUpdate, ("name",)
-)
-GATEWAY_BUNDLES: Kind[GatewayBundle, GatewayBundleCreate, GatewayBundleUpdate] = Kind(
+SKILLS = Kind("skills", "skl", Skill, SkillCreate, SkillUpdate, ("name", "source_type"))
+AGENTS = Kind("agents", "agt", Agent, AgentCreate, AgentUpdate, ("name", "archived"))
+CHANNELS = Kind("channels", "chn", Channel, ChannelCreate, ChannelUpdate, ("name", "agent_id"))
+TRIGGERS = Kind("triggers", "trg", Trigger, TriggerCreate, TriggerUpdate, ("name", "agent_id"))
+POLICIES = Kind("policies", "pol", Policy, PolicyCreate, PolicyUpdate, ("type", "agent_id"))
+SECRETS = Kind("secrets", "sec", Secret, SecretCreate, SecretUpdate, ("name",))
+GATEWAY_BUNDLES = Kind(
     "gateway-bundles", "gwb", GatewayBundle, GatewayBundleCreate, GatewayBundleUpdate, ("name",)
 )
-ENDPOINTS: Kind[Endpoint, EndpointCreate, EndpointUpdate] = Kind(
-    "endpoints", "ept", Endpoint, EndpointCreate, EndpointUpdate, ("name", "gateway_bundle_id")
-)
-KNOWLEDGE_SETS: Kind[KnowledgeSet, KnowledgeSetCreate, KnowledgeSetUpdate] = Kind(
+ENDPOINTS = Kind("endpoints", "ept", Endpoint, EndpointCreate, EndpointUpdate, ("name", "gateway_bundle_id"))
+KNOWLEDGE_SETS = Kind(
     "knowledge-sets", "kns", KnowledgeSet, KnowledgeSetCreate, KnowledgeSetUpdate, ("name",)
 )
-APPS: Kind[App, AppCreate, AppUpdate] = Kind("apps", "app", App, AppCreate, AppUpdate, ("name", "archived"))
+APPS = Kind("apps", "app", App, AppCreate, AppUpdate, ("name", "archived"))
 
 ALL_KINDS: tuple[Kind[Any, Any, Any], ...] = (
     MCP_SERVERS,
