@@ -9,18 +9,12 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from bundle_operator.document.models import Bundle
 from bundle_operator.k8s.logs import REDACTOR
+from bundle_operator.k8s.object_keys import KeyMissing, SecretReader, secret_key
 from bundle_operator.k8s.resources import BundleInstallationSpec, LocalObjectKeyRef
-
-
-class SecretReader(Protocol):
-    """Reads Secrets of the installation's namespace."""
-
-    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The Secret as JSON, or None."""
 
 
 @dataclass
@@ -36,19 +30,13 @@ class SetupProblem(Exception):
 
 async def secret_value(reader: SecretReader, namespace: str, ref: LocalObjectKeyRef, field: str) -> str:
     """The text under ``ref``; a SetupProblem naming ``field`` when it cannot be read."""
-    secret = await reader.read_secret(namespace, ref.name)
-    if secret is None:
-        raise SetupProblem(
-            "SecretNotFound",
-            f"{field}: Secret '{ref.name}' does not exist in namespace '{namespace}'; create it "
-            "(the installation continues by itself once it exists)",
+    try:
+        raw = await secret_key(reader, namespace, ref, field)
+    except KeyMissing as gone:
+        hint = gone.hinted(
+            "create it (the installation continues by itself once it exists)", "add the key to the Secret"
         )
-    raw = (secret.get("data") or {}).get(ref.key)
-    if raw is None:
-        raise SetupProblem(
-            "SecretKeyNotFound",
-            f"{field}: Secret '{ref.name}' has no key '{ref.key}'; add the key to the Secret",
-        )
+        raise SetupProblem(gone.reason, hint) from None
     try:
         value = base64.b64decode(raw, validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):

@@ -35,6 +35,7 @@ from bundle_operator.document.parse import (
     parse_bundle_text,
 )
 from bundle_operator.fetch import FetchRefused, fetch_to_file, shown
+from bundle_operator.k8s.object_keys import KeyMissing, missing, secret_key
 from bundle_operator.k8s.resources import (
     BundleSource,
     LocalObjectKeyRef,
@@ -413,43 +414,28 @@ async def _config_map_value(
     """``data[key]`` as text, or ``binaryData[key]`` decoded to bytes."""
     obj = await reader.read_config_map(namespace, ref.name)
     if obj is None:
-        raise SourceError(
-            "ConfigMapNotFound",
-            f"{field}: ConfigMap '{ref.name}' does not exist in namespace '{namespace}'; "
-            "create it or correct the name",
-            permanent=True,
-        )
+        raise _absent(missing("ConfigMap", namespace, ref, field, found=False))
     text = (obj.get("data") or {}).get(ref.key)
     if isinstance(text, str):
         return text
     encoded = (obj.get("binaryData") or {}).get(ref.key)
     if isinstance(encoded, str):
         return _base64(encoded, f"{field}: ConfigMap '{ref.name}' key '{ref.key}'")
-    raise SourceError(
-        "ConfigMapKeyNotFound",
-        f"{field}: ConfigMap '{ref.name}' has no key '{ref.key}' in data or binaryData; "
-        "add it or correct the key",
-        permanent=True,
-    )
+    raise _absent(missing("ConfigMap", namespace, ref, field, found=True, where=" in data or binaryData"))
 
 
 async def _secret_value(reader: ObjectReader, namespace: str, ref: LocalObjectKeyRef, field: str) -> bytes:
-    obj = await reader.read_secret(namespace, ref.name)
-    if obj is None:
-        raise SourceError(
-            "SecretNotFound",
-            f"{field}: Secret '{ref.name}' does not exist in namespace '{namespace}'; "
-            "create it or correct the name",
-            permanent=True,
-        )
-    encoded = (obj.get("data") or {}).get(ref.key)
-    if not isinstance(encoded, str):
-        raise SourceError(
-            "SecretKeyNotFound",
-            f"{field}: Secret '{ref.name}' has no key '{ref.key}'; add it or correct the key",
-            permanent=True,
-        )
+    try:
+        encoded = await secret_key(reader, namespace, ref, field)
+    except KeyMissing as gone:
+        raise _absent(gone) from None
     return _base64(encoded, f"{field}: Secret '{ref.name}' key '{ref.key}'")
+
+
+def _absent(gone: KeyMissing) -> SourceError:
+    return SourceError(
+        gone.reason, gone.hinted("create it or correct the name", "add it or correct the key"), permanent=True
+    )
 
 
 def _base64(encoded: str, where: str) -> bytes:
