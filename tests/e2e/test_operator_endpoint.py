@@ -18,7 +18,8 @@ from tests.documents import bundle_document
 from tests.e2e.operator_harness import OperatorProcess, condition, platform_list, wait_ready
 from tests.integration.platform.platform_harness import PlatformProcess
 
-pytestmark = pytest.mark.e2e
+# Every test needs the operator running and the Endpoint CRD established.
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("endpoint_crd")]
 
 BUNDLE = "gw-kit"
 INSTALLATION = "gw-kit"
@@ -92,12 +93,7 @@ def endpoint_crd(kubectl: Kubectl, operator: OperatorProcess) -> None:
 
 
 def test_endpoint_serves_the_gateway_rotates_its_key_disables_and_deletes(
-    kubectl: Kubectl,
-    operator: OperatorProcess,
-    platform: PlatformProcess,
-    namespace: str,
-    tmp_path: Path,
-    endpoint_crd: None,
+    kubectl: Kubectl, operator: OperatorProcess, platform: PlatformProcess, namespace: str, tmp_path: Path
 ) -> None:
     apply_installation(kubectl, namespace, tmp_path)
     installation = wait_ready(kubectl, "bundleinstallation", INSTALLATION, namespace)
@@ -214,12 +210,7 @@ def test_endpoint_serves_the_gateway_rotates_its_key_disables_and_deletes(
 
 
 def test_endpoint_waits_for_its_installation_and_never_takes_a_foreign_secret(
-    kubectl: Kubectl,
-    operator: OperatorProcess,
-    platform: PlatformProcess,
-    namespace: str,
-    tmp_path: Path,
-    endpoint_crd: None,
+    kubectl: Kubectl, platform: PlatformProcess, namespace: str, tmp_path: Path
 ) -> None:
     name = endpoint_name(namespace)
     kubectl.apply(write(tmp_path, "endpoint.yaml", endpoint_manifest(name)), namespace=namespace)
@@ -269,12 +260,7 @@ def test_endpoint_waits_for_its_installation_and_never_takes_a_foreign_secret(
 
 
 def test_oauth_endpoint_stalls_and_creates_nothing(
-    kubectl: Kubectl,
-    operator: OperatorProcess,
-    platform: PlatformProcess,
-    namespace: str,
-    tmp_path: Path,
-    endpoint_crd: None,
+    kubectl: Kubectl, platform: PlatformProcess, namespace: str, tmp_path: Path
 ) -> None:
     apply_installation(kubectl, namespace, tmp_path)
     wait_ready(kubectl, "bundleinstallation", INSTALLATION, namespace)

@@ -42,7 +42,7 @@ from tests.e2e.operator_harness import (
 from tests.e2e.test_operator_crash import COLLECTIONS
 from tests.integration.platform.platform_harness import PlatformProcess, github_stub, start_platform
 
-pytestmark = [pytest.mark.e2e, pytest.mark.torture]
+pytestmark = [pytest.mark.e2e, pytest.mark.torture, pytest.mark.usefixtures("crds")]
 
 BUNDLE_FILE = EXAMPLES / "github-triage-bundle.yaml"
 SECRET_FILE = EXAMPLES / "github-triage-secret.yaml"
@@ -429,7 +429,6 @@ def reporting(label: str, log: Path, running: Callable[[], OperatorProcess]) -> 
 def test_twenty_installs_survive_twenty_kills_with_each_entity_once(
     kubectl: Kubectl,
     devcluster: DevCluster,
-    crds: None,
     own_platform: RestartablePlatform,
     solo_namespace: str,
     tmp_path: Path,
@@ -480,7 +479,6 @@ def test_twenty_installs_survive_twenty_kills_with_each_entity_once(
 def test_platform_outage_of_a_minute_converges_without_a_hot_loop(
     kubectl: Kubectl,
     devcluster: DevCluster,
-    crds: None,
     own_platform: RestartablePlatform,
     solo_namespace: str,
     tmp_path: Path,
@@ -569,7 +567,6 @@ def test_platform_outage_of_a_minute_converges_without_a_hot_loop(
 def test_apiserver_restart_mid_run_relists_and_converges(
     kubectl: Kubectl,
     devcluster: DevCluster,
-    crds: None,
     own_platform: RestartablePlatform,
     solo_namespace: str,
     tmp_path: Path,

@@ -224,9 +224,8 @@ async def test_secret_values_never_come_back(client: PlatformClient, ws: str) ->
 async def test_secret_create_errors_do_not_echo_the_value(client: PlatformClient, ws: str) -> None:
     value = "v" * 70_000  # over the size limit
     with pytest.raises(Refused) as refused:
-        await create(
-            client, ws, kinds.SECRETS, SecretCreate.model_construct(name="big", value=SecretStr(value))
-        )
+        request_body = SecretCreate.model_construct(name="big", value=SecretStr(value))
+        await create(client, ws, kinds.SECRETS, request_body)
     assert refused.value.errors[0].field == "value"
     assert "vvvvvvvv" not in str(refused.value)
 

@@ -404,12 +404,8 @@ async def test_endpoints_issue_a_key_once_and_go_with_their_bundle(
 
 async def test_an_oauth_endpoint_has_no_key(client: PlatformClient, ws: str) -> None:
     gw = await bundle(client, ws)
-    endpoint = await create(
-        client,
-        ws,
-        kinds.ENDPOINTS,
-        EndpointCreate(name=f"oa-{ws}", gateway_bundle_id=gw.id, auth_mode="OAuth"),
-    )
+    request_body = EndpointCreate(name=f"oa-{ws}", gateway_bundle_id=gw.id, auth_mode="OAuth")
+    endpoint = await create(client, ws, kinds.ENDPOINTS, request_body)
     assert endpoint.api_key is None
     with pytest.raises(Conflict):
         await client.issue_endpoint_key(ws, endpoint.id)

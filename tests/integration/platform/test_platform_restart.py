@@ -31,9 +31,8 @@ async def test_entities_secrets_and_idempotency_keys_survive_a_restart(tmp_path:
     try:
         async with PlatformClient(first.url) as client:
             stored = await secret(client, ws, value="k" * 40)
-            skill = await create(
-                client, ws, kinds.SKILLS, SkillCreate(source_type="inline", content=SKILL_MD)
-            )
+            request_body = SkillCreate(source_type="inline", content=SKILL_MD)
+            skill = await create(client, ws, kinds.SKILLS, request_body)
             agent_key = key()
             bot = await client.create(
                 ws,
@@ -41,12 +40,10 @@ async def test_entities_secrets_and_idempotency_keys_survive_a_restart(tmp_path:
                 AgentCreate(name="bot", model="m", skill_ids=[skill.id]),
                 idempotency_key=agent_key,
             )
-            trigger = await create(
-                client,
-                ws,
-                kinds.TRIGGERS,
-                TriggerCreate(name="kit:nightly", type="cron", agent_id=bot.id, schedule="0 3 * * *"),
+            request_body = TriggerCreate(
+                name="kit:nightly", type="cron", agent_id=bot.id, schedule="0 3 * * *"
             )
+            trigger = await create(client, ws, kinds.TRIGGERS, request_body)
             await client.update(ws, kinds.TRIGGERS, trigger.id, TriggerUpdate(enabled=False), revision=1)
             spec = await url_server(client, ws)
             gw = await bundle(client, ws)
@@ -76,12 +73,8 @@ async def test_entities_secrets_and_idempotency_keys_survive_a_restart(tmp_path:
             )
             assert replay.id == bot.id
             # The secret's value survived: a context secret must be 32..512 characters, and this one is.
-            signed = await create(
-                client,
-                ws,
-                kinds.MCP_INSTANCES,
-                McpInstanceCreate(server_id=spec.id, name="signed", context_secret_id=stored.id),
-            )
+            request_body = McpInstanceCreate(server_id=spec.id, name="signed", context_secret_id=stored.id)
+            signed = await create(client, ws, kinds.MCP_INSTANCES, request_body)
             assert signed.context_signing is True
             await agent(client, ws, name="new after restart")
             assert len(await client.list_all(ws, kinds.AGENTS)) == 2

@@ -271,12 +271,10 @@ async def test_clearing_an_instance_url_back_to_a_gateway_server_url_is_refused(
 ) -> None:
     gw = await bundle(client, ws)
     spec = await url_server(client, ws, url=platform.url + "/mcp/other/mcp")
-    inst = await create(
-        client,
-        ws,
-        kinds.MCP_INSTANCES,
-        McpInstanceCreate(server_id=spec.id, name="w", endpoint_url="https://weather.example.com/mcp"),
+    request_body = McpInstanceCreate(
+        server_id=spec.id, name="w", endpoint_url="https://weather.example.com/mcp"
     )
+    inst = await create(client, ws, kinds.MCP_INSTANCES, request_body)
     await client.put_member(ws, gw.id, "weather", GatewayMemberPut(mcp_instance_id=inst.id))
     with pytest.raises(Conflict) as refused:
         await client.update(
@@ -294,24 +292,20 @@ async def test_a_secret_member_url_is_resolved_before_it_is_checked(
     gw = await bundle(client, ws)
     spec = await url_server(client, ws)
     loop = await secret(client, ws, value=platform.url + "/mcp/x/mcp", name="loop")
-    looping = await create(
-        client,
-        ws,
-        kinds.MCP_INSTANCES,
-        McpInstanceCreate(server_id=spec.id, name="loop", endpoint_url=SecretRef(secret_id=loop.id)),
+    request_body = McpInstanceCreate(
+        server_id=spec.id, name="loop", endpoint_url=SecretRef(secret_id=loop.id)
     )
+    looping = await create(client, ws, kinds.MCP_INSTANCES, request_body)
     with pytest.raises(Conflict) as refused:
         await client.put_member(ws, gw.id, "loop", GatewayMemberPut(mcp_instance_id=looping.id))
     assert refused.value.code == "gateway_self_reference"
 
     # A secret already serving as a member's URL cannot be changed into the gateway's URL.
     fine = await secret(client, ws, value="https://weather.example.com/mcp", name="fine")
-    member = await create(
-        client,
-        ws,
-        kinds.MCP_INSTANCES,
-        McpInstanceCreate(server_id=spec.id, name="fine", endpoint_url=SecretRef(secret_id=fine.id)),
+    request_body = McpInstanceCreate(
+        server_id=spec.id, name="fine", endpoint_url=SecretRef(secret_id=fine.id)
     )
+    member = await create(client, ws, kinds.MCP_INSTANCES, request_body)
     await client.put_member(ws, gw.id, "weather", GatewayMemberPut(mcp_instance_id=member.id))
     with pytest.raises(Conflict) as patched:
         await client.update(
@@ -494,25 +488,17 @@ async def test_a_delete_whose_answer_was_lost_is_not_reported_missing(
 async def test_redeclaring_an_env_var_secret_or_required_names_the_instances(
     client: PlatformClient, ws: str
 ) -> None:
-    spec = await create(
-        client,
-        ws,
-        kinds.MCP_SERVERS,
-        McpServerCreate.model_validate(
-            {
-                "name": "github",
-                "type": "command",
-                "command": "npx",
-                "env_schema": [{"name": "GITHUB_ORG", "type": "string", "required": False}],
-            }
-        ),
+    request_body = McpServerCreate.model_validate(
+        {
+            "name": "github",
+            "type": "command",
+            "command": "npx",
+            "env_schema": [{"name": "GITHUB_ORG", "type": "string", "required": False}],
+        }
     )
-    inst = await create(
-        client,
-        ws,
-        kinds.MCP_INSTANCES,
-        McpInstanceCreate(server_id=spec.id, name="gh", env={"GITHUB_ORG": "acme"}),
-    )
+    spec = await create(client, ws, kinds.MCP_SERVERS, request_body)
+    request_body = McpInstanceCreate(server_id=spec.id, name="gh", env={"GITHUB_ORG": "acme"})
+    inst = await create(client, ws, kinds.MCP_INSTANCES, request_body)
     secret_now = McpServerUpdate.model_validate(
         {"env_schema": [{"name": "GITHUB_ORG", "type": "secret", "required": False}]}
     )

@@ -48,18 +48,16 @@ CONTEXT_KEY = "c" * 48
 
 @pytest.mark.parametrize("command", ["npx", "uvx", "uv", "python", "python3", "node", "bunx", "deno"])
 async def test_the_eight_runtimes_are_accepted(client: PlatformClient, ws: str, command: str) -> None:
-    spec = await create(
-        client, ws, kinds.MCP_SERVERS, McpServerCreate(name="s", type="command", command=command)
-    )
+    request_body = McpServerCreate(name="s", type="command", command=command)
+    spec = await create(client, ws, kinds.MCP_SERVERS, request_body)
     assert spec.command == command
 
 
 @pytest.mark.parametrize("command", ["bash", "./run.sh", "/usr/bin/node", "${CLAUDE_PLUGIN_ROOT}/server"])
 async def test_other_commands_are_refused(client: PlatformClient, ws: str, command: str) -> None:
     with pytest.raises(Refused) as refused:
-        await create(
-            client, ws, kinds.MCP_SERVERS, McpServerCreate(name="s", type="command", command=command)
-        )
+        request_body = McpServerCreate(name="s", type="command", command=command)
+        await create(client, ws, kinds.MCP_SERVERS, request_body)
     assert refused.value.code == "unsupported_runtime"
     assert refused.value.errors[0].field == "command"
 
@@ -133,27 +131,21 @@ async def test_a_spec_update_is_validated_like_a_create(client: PlatformClient, 
 async def test_instance_secret_inputs_go_by_reference(client: PlatformClient, ws: str) -> None:
     spec = await command_server(client, ws)
     with pytest.raises(Refused) as plain:
-        await create(
-            client,
-            ws,
-            kinds.MCP_INSTANCES,
-            McpInstanceCreate(server_id=spec.id, name="gh", env={"GITHUB_TOKEN": "ghp_plaintext_value"}),
+        request_body = McpInstanceCreate(
+            server_id=spec.id, name="gh", env={"GITHUB_TOKEN": "ghp_plaintext_value"}
         )
+        await create(client, ws, kinds.MCP_INSTANCES, request_body)
     assert plain.value.code == "secret_required"
     assert plain.value.errors[0].field == "env.GITHUB_TOKEN"
     assert "ghp_plaintext_value" not in str(plain.value)
 
     stored = await secret(client, ws)
-    made = await create(
-        client,
-        ws,
-        kinds.MCP_INSTANCES,
-        McpInstanceCreate(
-            server_id=spec.id,
-            name="gh",
-            env={"GITHUB_TOKEN": SecretRef(secret_id=stored.id), "GITHUB_ORG": "acme"},
-        ),
+    request_body = McpInstanceCreate(
+        server_id=spec.id,
+        name="gh",
+        env={"GITHUB_TOKEN": SecretRef(secret_id=stored.id), "GITHUB_ORG": "acme"},
     )
+    made = await create(client, ws, kinds.MCP_INSTANCES, request_body)
     assert made.env == {"GITHUB_TOKEN": SecretRef(secret_id=stored.id), "GITHUB_ORG": "acme"}
     assert made.context_signing is False
 
@@ -166,33 +158,21 @@ async def test_instance_values_must_be_declared_and_required_ones_given(
         await create(client, ws, kinds.MCP_INSTANCES, McpInstanceCreate(server_id=spec.id, name="gh"))
     assert missing.value.errors[0].field == "env.GITHUB_TOKEN"
     with pytest.raises(Refused) as unknown:
-        await create(
-            client,
-            ws,
-            kinds.MCP_INSTANCES,
-            McpInstanceCreate(server_id=spec.id, name="gh", env={"OTHER": "x"}),
-        )
+        request_body = McpInstanceCreate(server_id=spec.id, name="gh", env={"OTHER": "x"})
+        await create(client, ws, kinds.MCP_INSTANCES, request_body)
     assert unknown.value.errors[0].field == "env.OTHER"
     with pytest.raises(Refused) as dangling:
-        await create(
-            client,
-            ws,
-            kinds.MCP_INSTANCES,
-            McpInstanceCreate(
-                server_id=spec.id, name="gh", env={"GITHUB_TOKEN": SecretRef(secret_id="sec_nope")}
-            ),
+        request_body = McpInstanceCreate(
+            server_id=spec.id, name="gh", env={"GITHUB_TOKEN": SecretRef(secret_id="sec_nope")}
         )
+        await create(client, ws, kinds.MCP_INSTANCES, request_body)
     assert dangling.value.code == "unknown_reference"
 
 
 async def test_a_context_secret_is_stored_and_shows_as_signing(client: PlatformClient, ws: str) -> None:
     spec = await url_server(client, ws)
-    made = await create(
-        client,
-        ws,
-        kinds.MCP_INSTANCES,
-        McpInstanceCreate(server_id=spec.id, name="w", context_secret=SecretStr(CONTEXT_KEY)),
-    )
+    request_body = McpInstanceCreate(server_id=spec.id, name="w", context_secret=SecretStr(CONTEXT_KEY))
+    made = await create(client, ws, kinds.MCP_INSTANCES, request_body)
     assert made.context_signing is True
     assert made.context_secret_id is not None
     raw = await client.request("GET", f"/v1/workspaces/{ws}/mcp-instances/{made.id}", safe=True)
@@ -209,41 +189,29 @@ async def test_context_secrets_are_refused_off_url_servers_and_outside_the_lengt
     command = await command_server(client, ws)
     stored = await secret(client, ws)
     with pytest.raises(Refused) as not_url:
-        await create(
-            client,
-            ws,
-            kinds.MCP_INSTANCES,
-            McpInstanceCreate(
-                server_id=command.id,
-                name="gh",
-                env={"GITHUB_TOKEN": SecretRef(secret_id=stored.id)},
-                context_secret=SecretStr(CONTEXT_KEY),
-            ),
+        request_body = McpInstanceCreate(
+            server_id=command.id,
+            name="gh",
+            env={"GITHUB_TOKEN": SecretRef(secret_id=stored.id)},
+            context_secret=SecretStr(CONTEXT_KEY),
         )
+        await create(client, ws, kinds.MCP_INSTANCES, request_body)
     assert not_url.value.code == "context_secret_refused"
     assert not_url.value.errors[0].field == "context_secret"
 
     spec = await url_server(client, ws)
     short = await secret(client, ws, value="too-short")
     with pytest.raises(Refused) as too_short:
-        await create(
-            client,
-            ws,
-            kinds.MCP_INSTANCES,
-            McpInstanceCreate(server_id=spec.id, name="w", context_secret_id=short.id),
-        )
+        request_body = McpInstanceCreate(server_id=spec.id, name="w", context_secret_id=short.id)
+        await create(client, ws, kinds.MCP_INSTANCES, request_body)
     assert too_short.value.errors[0].field == "context_secret_id"
     assert "too-short" not in str(too_short.value)
 
 
 async def test_turning_context_signing_off_drops_the_stored_key(client: PlatformClient, ws: str) -> None:
     spec = await url_server(client, ws)
-    made = await create(
-        client,
-        ws,
-        kinds.MCP_INSTANCES,
-        McpInstanceCreate(server_id=spec.id, name="w", context_secret=SecretStr(CONTEXT_KEY)),
-    )
+    request_body = McpInstanceCreate(server_id=spec.id, name="w", context_secret=SecretStr(CONTEXT_KEY))
+    made = await create(client, ws, kinds.MCP_INSTANCES, request_body)
     off = await client.update(
         ws, kinds.MCP_INSTANCES, made.id, McpInstanceUpdate(context_secret_id=None), revision=1
     )
@@ -296,32 +264,22 @@ async def test_github_skills_are_fetched_from_the_configured_base(
 
 async def test_github_skill_failures_are_told_apart(client: PlatformClient, ws: str, github: object) -> None:
     with pytest.raises(Refused) as missing:
-        await create(
-            client,
-            ws,
-            kinds.SKILLS,
-            SkillCreate(source_type="github", source_url="https://github.com/acme/none/tree/main/x"),
+        request_body = SkillCreate(
+            source_type="github", source_url="https://github.com/acme/none/tree/main/x"
         )
+        await create(client, ws, kinds.SKILLS, request_body)
     assert missing.value.code == "skill_source_not_found"
     with pytest.raises(Refused) as not_github:
-        await create(
-            client,
-            ws,
-            kinds.SKILLS,
-            SkillCreate(source_type="github", source_url="https://gitlab.com/acme/x"),
-        )
+        request_body = SkillCreate(source_type="github", source_url="https://gitlab.com/acme/x")
+        await create(client, ws, kinds.SKILLS, request_body)
     assert not_github.value.errors[0].field == "source_url"
     github.fail_with = 500  # type: ignore[attr-defined]
     try:
         with pytest.raises(Unavailable) as down:
-            await create(
-                client,
-                ws,
-                kinds.SKILLS,
-                SkillCreate(
-                    source_type="github", source_url="https://github.com/acme/skills/tree/main/triage"
-                ),
+            request_body = SkillCreate(
+                source_type="github", source_url="https://github.com/acme/skills/tree/main/triage"
             )
+            await create(client, ws, kinds.SKILLS, request_body)
     finally:
         github.fail_with = None  # type: ignore[attr-defined]
     assert down.value.status == 502 and down.value.code == "skill_fetch_failed"
@@ -341,18 +299,14 @@ async def test_agents_can_be_archived_and_take_nothing_new_then(client: Platform
 
 async def test_a_new_cron_trigger_is_scheduled_until_disabled(client: PlatformClient, ws: str) -> None:
     bot = await agent(client, ws)
-    trigger = await create(
-        client,
-        ws,
-        kinds.TRIGGERS,
-        TriggerCreate(
-            name="triage-kit:nightly",
-            type="cron",
-            agent_id=bot.id,
-            schedule="30 2 * * 1-5",
-            timezone="Europe/Berlin",
-        ),
+    request_body = TriggerCreate(
+        name="triage-kit:nightly",
+        type="cron",
+        agent_id=bot.id,
+        schedule="30 2 * * 1-5",
+        timezone="Europe/Berlin",
     )
+    trigger = await create(client, ws, kinds.TRIGGERS, request_body)
     assert trigger.enabled is True
     assert trigger.next_run_at is not None and trigger.next_run_at > datetime.now(UTC)
     local = trigger.next_run_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin"))
@@ -389,24 +343,18 @@ async def test_schedules_and_time_zones_are_validated(
 ) -> None:
     bot = await agent(client, ws)
     with pytest.raises(Refused) as refused:
-        await create(
-            client,
-            ws,
-            kinds.TRIGGERS,
-            TriggerCreate(name="t", type="cron", agent_id=bot.id, schedule=schedule, timezone=timezone),
+        request_body = TriggerCreate(
+            name="t", type="cron", agent_id=bot.id, schedule=schedule, timezone=timezone
         )
+        await create(client, ws, kinds.TRIGGERS, request_body)
     assert refused.value.errors[0].field == field
 
 
 async def test_a_channel_keeps_its_bot_token_in_the_secret_store(client: PlatformClient, ws: str) -> None:
     bot = await agent(client, ws)
     token = "123456:AAExampleOnlyToken_abc"
-    channel = await create(
-        client,
-        ws,
-        kinds.CHANNELS,
-        ChannelCreate(type="telegram", name="support", agent_id=bot.id, bot_token=SecretStr(token)),
-    )
+    request_body = ChannelCreate(type="telegram", name="support", agent_id=bot.id, bot_token=SecretStr(token))
+    channel = await create(client, ws, kinds.CHANNELS, request_body)
     assert channel.enabled is False
     assert channel.bot_token_secret_id.startswith("sec_")
     for path in (f"channels/{channel.id}", "channels", "secrets"):
@@ -422,24 +370,18 @@ async def test_a_channel_keeps_its_bot_token_in_the_secret_store(client: Platfor
 async def test_a_malformed_bot_token_is_refused_without_echoing_it(client: PlatformClient, ws: str) -> None:
     bot = await agent(client, ws)
     with pytest.raises(Refused) as refused:
-        await create(
-            client,
-            ws,
-            kinds.CHANNELS,
-            ChannelCreate(type="telegram", agent_id=bot.id, bot_token=SecretStr("not a token at all")),
+        request_body = ChannelCreate(
+            type="telegram", agent_id=bot.id, bot_token=SecretStr("not a token at all")
         )
+        await create(client, ws, kinds.CHANNELS, request_body)
     assert refused.value.errors[0].field == "bot_token"
     assert "not a token at all" not in str(refused.value)
 
 
 async def test_policies_bind_to_agents(client: PlatformClient, ws: str) -> None:
     bot = await agent(client, ws)
-    policy = await create(
-        client,
-        ws,
-        kinds.POLICIES,
-        PolicyCreate(type="answer_check", agent_id=bot.id, config={"rubric": "cite sources"}),
-    )
+    request_body = PolicyCreate(type="answer_check", agent_id=bot.id, config={"rubric": "cite sources"})
+    policy = await create(client, ws, kinds.POLICIES, request_body)
     changed = await client.update(
         ws, kinds.POLICIES, policy.id, PolicyUpdate(config={"rubric": "be brief"}), revision=1
     )
