@@ -48,6 +48,13 @@ if obj.status == nil or obj.status.observedGeneration == nil
   return hs
 end
 
+local ready = condition("Ready")
+if ready ~= nil and ready.status == "False" and ready.reason == "AwaitingApproval" then
+  hs.status = "Suspended"
+  hs.message = said(ready, "a plan waits for approval in status.plan; nothing is written")
+  return hs
+end
+
 local stalled = condition("Stalled")
 if stalled ~= nil and stalled.status == "True" then
   hs.status = "Degraded"
@@ -55,7 +62,6 @@ if stalled ~= nil and stalled.status == "True" then
   return hs
 end
 
-local ready = condition("Ready")
 if ready ~= nil and ready.status == "True" then
   hs.status = "Healthy"
   hs.message = said(ready, "ready")

@@ -106,6 +106,7 @@ def test_argo_cd_and_kstatus_read_what_the_operator_reports(
         installation("installed", namespace, "health-token"),
         installation("stalled", namespace, "no-such-secret"),
         installation("suspended", namespace, "health-token", suspend=True),
+        installation("awaiting", namespace, "health-token", approval="Manual"),
         resource(
             "Endpoint",
             "health-waiting",
@@ -132,6 +133,11 @@ def test_argo_cd_and_kstatus_read_what_the_operator_reports(
 
     settled(kubectl, "bundleinstallation", "suspended", namespace, "Suspended")
     seen["installation suspended"] = evaluated(kubectl, "bundleinstallation", "suspended", namespace)[:2]
+
+    settled(kubectl, "bundleinstallation", "awaiting", namespace, "AwaitingApproval")
+    argo, ks, obj = evaluated(kubectl, "bundleinstallation", "awaiting", namespace)
+    seen["installation awaiting approval"] = (argo, ks)
+    assert obj["status"]["plan"]["id"] in argocd_health(HEALTH_LUA, obj)["message"]
 
     waiting = settled(kubectl, "bep", "health-waiting", namespace, "InstallationNotFound", observed=False)
     assert condition(waiting, "Reconciling")["status"] == "True"  # type: ignore[index]
@@ -168,6 +174,8 @@ def test_argo_cd_and_kstatus_read_what_the_operator_reports(
         # kstatus has no suspended state: with writes held back the object is not Ready, so a
         # Flux health check waits (docs/gitops.md says so).
         "installation suspended": ("Suspended", "InProgress"),
+        # Waiting for a person, like a suspension: Argo CD shows it Suspended, kstatus in progress.
+        "installation awaiting approval": ("Suspended", "InProgress"),
         "endpoint waiting": ("Progressing", "InProgress"),
         "endpoint serving": ("Healthy", "Current"),
         "endpoint disabled": ("Suspended", "Current"),

@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bundle_operator.commands import analyze, install, listing, manage, mcpb
+from bundle_operator.commands import analyze, approve, install, listing, manage, mcpb
 from bundle_operator.commands import operator as operator_command
 from bundle_operator.commands import platform as platform_command
 
@@ -23,4 +23,5 @@ COMMANDS: list[Register] = [
     platform_command.register,
     mcpb.register,
     operator_command.register,
+    approve.register,
 ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bundle_operator.engine.apply import delete_leftovers, roll_back_journal
+from bundle_operator.engine.approval import ApprovalPlan, uninstall_plan
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.knowledge import archived_app_holders
 from bundle_operator.engine.record import Record, RecordedEntity, deletion_order
@@ -33,6 +34,15 @@ _HOLDER_PATHS: dict[str, tuple[str, ...]] = {
     "knowledge_set": (kinds.AGENTS.path,),
     "agent": (kinds.CHANNELS.path, kinds.TRIGGERS.path, kinds.POLICIES.path),
 }
+
+
+class PlanOutdated(Exception):
+    """The approved Uninstall plan is not the one the platform now calls for; nothing was deleted."""
+
+    def __init__(self, approved: str, current: ApprovalPlan) -> None:
+        super().__init__(f"the approved plan {approved} is not the current one ({current.id})")
+        self.approved = approved
+        self.current = current
 
 
 class UninstallRefused(Exception):
@@ -114,17 +124,34 @@ def _plan(record: Record, snapshot: Snapshot) -> _Plan:
     return plan
 
 
+def _approval_plan(record: Record, snapshot: Snapshot, plan: _Plan) -> ApprovalPlan:
+    live = {r.entity: project(r, snapshot) for r in record.entities}
+    return uninstall_plan(record, live, [r.entity for r, _ in plan.delete], plan.kept)
+
+
+async def preview_uninstall(platform: PlatformAPI, workspace: str, record: Record) -> ApprovalPlan:
+    """The Uninstall plan an approval names: what uninstall would delete and keep, read now."""
+    snapshot = await read_snapshot(platform, workspace, record)
+    return _approval_plan(record, snapshot, _plan(record, snapshot))
+
+
 async def uninstall(
-    platform: PlatformAPI, workspace: str, record: Record, persist: Persist
+    platform: PlatformAPI, workspace: str, record: Record, persist: Persist, *, approved: str | None = None
 ) -> UninstallResult:
     """Remove the installation's entities; the record keeps only what failed to go.
 
-    Raises ``UninstallRefused``, having deleted nothing, when a foreign entity still uses one of them.
+    Raises ``UninstallRefused``, having deleted nothing, when a foreign entity still uses one of them;
+    with ``approved``, raises ``PlanOutdated``, having deleted nothing, unless the plan computed from
+    this run's reads has that id.
     """
     writer = Writer(platform, workspace, record, persist, "", 0, record.bundle_name or "")
     result = UninstallResult()
     snapshot = await read_snapshot(platform, workspace, record)
     plan = _plan(record, snapshot)
+    if approved is not None:
+        current = _approval_plan(record, snapshot, plan)
+        if current.id != approved:
+            raise PlanOutdated(approved, current)
     held = await _foreign_holders(platform, workspace, record, snapshot, plan)
     if held:
         raise UninstallRefused(held)

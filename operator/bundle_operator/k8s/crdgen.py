@@ -444,6 +444,7 @@ def installation_crd() -> Schema:
     columns = [
         *_READY_COLUMNS,
         _column("Version", ".status.installedVersion", "The installed version."),
+        _column("Plan", ".status.plan.summary", "Under approval Manual: the waiting plan and its counts."),
         _AGE,
         _column("Workspace", ".spec.workspace", "The platform workspace.", wide=True),
         # A count of status.entities would be more useful, but JSONPath has no length().

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bundle_operator.engine.approval import ApprovalPlan
 from bundle_operator.engine.drift import DriftReport
 from bundle_operator.engine.plan import Plan
 from bundle_operator.engine.record import Record
@@ -138,3 +139,22 @@ def installed_event(
         return None
     reason = "Installed" if created and not updated and not deleted else "Updated"
     return reason, "; ".join(parts)
+
+
+def plan_status(waiting: ApprovalPlan | None, last_applied: str | None) -> dict[str, Any]:
+    """status.plan: the plan that waits for approval (all null when none does), and the last applied."""
+    return {
+        "id": waiting.id if waiting else None,
+        "operation": waiting.operation if waiting else None,
+        "summary": waiting.summary() if waiting else None,
+        "entities": [c.to_json() for c in waiting.changes] if waiting else [],
+        "lastAppliedId": last_applied,
+    }
+
+
+def awaiting_message(waiting: ApprovalPlan, name: str) -> str:
+    """The Ready condition's message while a plan waits: what it does and how to approve it."""
+    return (
+        f"{waiting.summary()}; nothing is written until it is approved: bundlectl approve {name}, "
+        f"or set spec.approvedPlan to {waiting.id}"
+    )

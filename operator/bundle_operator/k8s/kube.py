@@ -288,6 +288,17 @@ class Kube:
             "PATCH", path, json_body={"status": status}, content_type="application/merge-patch+json"
         )
 
+    async def patch_spec(
+        self, plural: str, namespace: str, name: str, spec: dict[str, Any], *, resource_version: str
+    ) -> None:
+        """Merge-patch the spec of one of our resources, only at ``resource_version`` (else 409)."""
+        await self._call(
+            "PATCH",
+            self.custom_path(plural, namespace, name),
+            json_body={"metadata": {"resourceVersion": resource_version}, "spec": spec},
+            content_type="application/merge-patch+json",
+        )
+
     async def patch_annotations(
         self, plural: str, namespace: str, name: str, annotations: dict[str, str | None]
     ) -> None:

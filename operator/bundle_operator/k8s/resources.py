@@ -269,6 +269,10 @@ class DriftPolicy(_Model):
     )
 
 
+# A plan id as status.plan shows it: spec.approvedPlan takes nothing else.
+PLAN_ID_PATTERN = r"^sha256:[0-9a-f]{64}$"
+
+
 class BundleInstallationSpec(_Model):
     """A Bundle installed into one workspace of a platform."""
 
@@ -309,6 +313,45 @@ class BundleInstallationSpec(_Model):
         "Orphan leaves the platform alone.",
     )
     suspend: bool = Field(default=False, description="Stop writing to the platform until false again.")
+    approval: Literal["Auto", "Manual"] = Field(
+        default="Auto",
+        description="Auto applies every plan; Manual shows each plan in status.plan and writes nothing "
+        "until spec.approvedPlan names it.",
+    )
+    approved_plan: str | None = Field(
+        default=None,
+        pattern=PLAN_ID_PATTERN,
+        description="The id of the plan a person approved (status.plan.id); only that exact plan is applied.",
+    )
+
+
+class PlanEntity(_Model):
+    """What a plan does to one entity."""
+
+    kind: str = Field(description="The entity's kind, e.g. mcp or agent.")
+    key: str = Field(description="The entity's key in the bundle.")
+    action: Literal["create", "update", "delete", "keep"] = Field(description="What the plan does with it.")
+    paths: list[str] = Field(default_factory=list, description="The JSON Pointer paths an update changes.")
+
+
+class PlanStatus(_Model):
+    """The plan waiting for approval under spec.approval Manual, and the last one applied."""
+
+    id: str | None = Field(
+        default=None, description="The waiting plan's id; approve it in spec.approvedPlan."
+    )
+    operation: Literal["Install", "Update", "Correct", "Uninstall"] | None = Field(
+        default=None, description="What the waiting plan does."
+    )
+    summary: str | None = Field(
+        default=None, description="The operation and how many entities get each action."
+    )
+    entities: list[PlanEntity] = Field(
+        default_factory=list, description="What the plan does, entity by entity."
+    )
+    last_applied_id: str | None = Field(
+        default=None, description="The id of the last approved plan that was applied; it is spent."
+    )
 
 
 class PreviewEntity(_Model):
@@ -363,6 +406,9 @@ class BundleInstallationStatus(_Model):
     installed_digest: str | None = Field(default=None, description="sha256 of the installed document.")
     installed_version: str | None = Field(default=None, description="The installed document's version.")
     preview: Preview | None = Field(default=None, description="What an install would do, before it writes.")
+    plan: PlanStatus | None = Field(
+        default=None, description="Under spec.approval Manual: the plan that waits."
+    )
     entities: list[InstalledEntity] = Field(
         default_factory=list, description="The entities installed, with their platform ids."
     )

@@ -163,6 +163,11 @@ class StateStore:
             "data": {RECORD_KEY: base64.b64encode(data).decode()},
         }
 
+    @property
+    def stored(self) -> bool:
+        """Whether the record has been written at least once (its HMAC key outlives this run)."""
+        return self._resource_version is not None
+
     async def persist(self, record: Record) -> None:
         """Write the record, failing with StateConflict if anyone wrote since it was read."""
         body = self._body(record)

@@ -292,6 +292,7 @@ def test_printer_columns_show_readiness_version_and_age() -> None:
         ("Ready", f"{ready}.status", 0),
         ("Reason", f"{ready}.reason", 0),
         ("Version", ".status.installedVersion", 0),
+        ("Plan", ".status.plan.summary", 0),
         ("Age", ".metadata.creationTimestamp", 0),
         ("Workspace", ".spec.workspace", 1),
         ("Bundle", ".spec.bundleRef.name", 1),
