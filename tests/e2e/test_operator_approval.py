@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -240,3 +241,43 @@ def test_a_malformed_approval_is_refused_and_one_on_an_auto_installation_is_harm
     assert (obj.get("status") or {}).get("plan") is None
     assert agent_instructions(platform, namespace) == ["Be brief."]
     wait_until(lambda: events(kubectl, namespace, "ApprovalIgnored") or None, 30, "the ApprovalIgnored event")
+
+
+def test_drift_correction_under_manual_waits_for_an_approved_correct_plan(
+    kubectl: Kubectl, devcluster: DevCluster, platform: PlatformProcess, namespace: str, tmp_path: Path
+) -> None:
+    drift = {"interval": "5s", "mode": "Correct"}
+    apply(
+        kubectl,
+        tmp_path,
+        namespace,
+        bundle("Be brief."),
+        installation(namespace, approval="Manual", driftPolicy=drift),
+    )
+    install = waiting(kubectl, namespace)["status"]["plan"]
+    patch_approval(kubectl, namespace, install["id"])
+    wait_ready(kubectl, "bundleinstallation", NAME, namespace)
+    [agent] = platform_list(platform, namespace, "agents")
+    edit = {"instructions": "Ramble on."}
+    answer = httpx.patch(
+        f"{platform.url}/v1/workspaces/{namespace}/agents/{agent['id']}",
+        json=edit,
+        headers={"If-Match": f'"{agent["revision"]}"'},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    plan = waiting(kubectl, namespace, not_id=install["id"])["status"]["plan"]
+    assert plan["operation"] == "Correct"
+    assert [(e["kind"], e["key"], e["action"], e["paths"]) for e in plan["entities"]] == [
+        ("agent", "bot", "update", ["/instructions"])
+    ]
+    assert agent_instructions(platform, namespace) == ["Ramble on."]  # not written back unapproved
+    done = approve(devcluster, namespace)
+    assert done.returncode == 0, done.stderr
+    wait_until(
+        lambda: agent_instructions(platform, namespace) == ["Be brief."] or None,
+        60,
+        "the approved correction",
+    )
+    obj = wait_ready(kubectl, "bundleinstallation", NAME, namespace)
+    assert obj["status"]["plan"]["lastAppliedId"] == plan["id"]
