@@ -20,8 +20,10 @@ from bundle_operator.document.source import (
     MAX_SOURCE_BYTES,
     SourceError,
     SourceMap,
+    data_size,
     load_source,
     refuse_lone_surrogates,
+    too_large_message,
 )
 from bundle_operator.document.validation import validation_issues
 
@@ -74,6 +76,12 @@ def _collector_paused() -> Iterator[None]:
 def parse_bundle_data(data: Any, source_map: SourceMap | None = None) -> ParsedBundle:
     """Check already-loaded document data (a Bundle resource's inline spec, for one)."""
     source_map = source_map or SourceMap()
+    # A document given as data gets the same size limit as one given as text.
+    size = data_size(data)
+    if size > MAX_SOURCE_BYTES:
+        return ParsedBundle(
+            None, [blocking(Code.DOCUMENT_TOO_LARGE, too_large_message(size), "")], source_map
+        )
     # Text was checked as it was read; data from elsewhere (JSON with "\ud800" escapes) may hold
     # lone surrogates, which no digest, message or status could encode.
     try:

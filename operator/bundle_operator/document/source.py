@@ -205,6 +205,18 @@ class _NotJson(Exception):
         self.error = error
 
 
+def data_size(data: Any) -> int:
+    """The bytes of a document given as data, measured as a source: its compact JSON, which is
+    also a YAML source of the same document."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def too_large_message(size: int) -> str:
+    """Why a document of ``size`` bytes is refused."""
+    return _too_large(size)
+
+
 def _too_large(size: int) -> str:
     return f"the document is {size} bytes; at most {MAX_SOURCE_BYTES} bytes (5 MiB) are accepted"
 

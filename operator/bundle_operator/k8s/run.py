@@ -46,6 +46,7 @@ from bundle_operator.k8s.metrics import METRICS, REGISTRY, InstrumentedTransport
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.reconcile import OperatorSettings
 from bundle_operator.k8s.sources import SourceSettings
+from bundle_operator.k8s.webhook import serve_webhook
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
 from bundle_operator.platform.gate import DEFAULT_LIMIT
 from bundle_operator.platform.transport import AiohttpTransport
@@ -87,6 +88,8 @@ class RunOptions:
     leader_election: LeaderElectionOptions | None = None
     platform_concurrency: int = DEFAULT_LIMIT
     workers: int = DEFAULT_WORKERS
+    webhook_port: int | None = None
+    webhook_cert_dir: Path | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,6 +114,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on PORT")
     parser.add_argument("--health-port", type=int, metavar="PORT", help="serve /healthz and /readyz on PORT")
     parser.add_argument("--probe-host", default="0.0.0.0", help="address for metrics and probes")
+    parser.add_argument(
+        "--webhook-port",
+        type=int,
+        metavar="PORT",
+        help="serve the validating admission webhook (POST /validate) over HTTPS on PORT, in every replica",
+    )
+    parser.add_argument(
+        "--webhook-cert-dir",
+        type=Path,
+        metavar="DIR",
+        help="the webhook's tls.crt and tls.key, reloaded when they change (required with --webhook-port)",
+    )
     parser.add_argument(
         "--allow-private-sources",
         action="store_true",
@@ -190,6 +205,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         token = args.platform_token_file.read_text().strip() or None
     if not args.namespace and not args.all_namespaces:
         raise SystemExit("bundlectl operator run: give --namespace NS (repeatable) or --all-namespaces")
+    if (args.webhook_port is None) != (args.webhook_cert_dir is None):
+        raise SystemExit("bundlectl operator run: give --webhook-port and --webhook-cert-dir together")
     return RunOptions(
         namespaces=tuple(args.namespace),
         all_namespaces=args.all_namespaces,
@@ -205,6 +222,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         leader_election=_leader_election_from(args),
         platform_concurrency=args.platform_concurrency,
         workers=args.workers,
+        webhook_port=args.webhook_port,
+        webhook_cert_dir=args.webhook_cert_dir,
     )
 
 
@@ -304,6 +323,11 @@ async def run_operator(options: RunOptions) -> None:
     if options.health_port is not None:
         runners.append(
             await serve_health(options.host, options.health_port, liveness, _readiness(ready, elector))
+        )
+    if options.webhook_port is not None and options.webhook_cert_dir is not None:
+        # Every replica answers admission, leader or standby: the API server picks any endpoint.
+        runners.append(
+            await serve_webhook(options.host, options.webhook_port, options.webhook_cert_dir, kube)
         )
     log.info(
         "operator starting: %s, default platform %s%s",

@@ -1,0 +1,143 @@
+"""The webhook's HTTPS server: AdmissionReviews answered, bad bodies refused with 400 or 413 and
+the server still serving, certificates reloaded without a restart, a slow answer admitted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bundle_operator.k8s import webhook
+from bundle_operator.k8s.webhook import MAX_BODY_BYTES, serve_webhook
+from tests.documents import bundle_document
+from tests.tls import TlsFiles, throwaway_tls
+
+pytestmark = pytest.mark.anyio
+
+
+class NoBundles:
+    async def read_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+
+def review_of(spec: dict[str, Any], uid: str = "abc") -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "bundle-operator.dev", "version": "v1alpha1", "kind": "Bundle"},
+            "namespace": "team",
+            "operation": "CREATE",
+            "object": {"metadata": {"name": "b"}, "spec": spec},
+        },
+    }
+
+
+BROKEN = {"source": {"inline": bundle_document("kit", agents=[{"key": "bot", "name": "Bot", "mcps": ["x"]}])}}
+
+
+class Served:
+    def __init__(self, url: str, tls: TlsFiles) -> None:
+        self.url = url
+        self.tls = tls
+
+    async def post(self, content: bytes, ca: ssl.SSLContext | None = None) -> httpx.Response:
+        async with httpx.AsyncClient(verify=ca or self.tls.client_context(), timeout=30) as client:
+            return await client.post(self.url, content=content, headers={"Content-Type": "application/json"})
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    tls = throwaway_tls(tmp_path)
+    (tmp_path / "tls.crt").write_bytes(tls.cert.read_bytes())
+    (tmp_path / "tls.key").write_bytes(tls.key.read_bytes())
+    runner = await serve_webhook("127.0.0.1", 0, tmp_path, NoBundles(), reload_every=0.05)
+    port = runner.addresses[0][1]
+    try:
+        yield Served(f"https://127.0.0.1:{port}/validate", tls)
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_review_is_answered_for_its_uid(served: Served) -> None:
+    answer = await served.post(json.dumps(review_of(BROKEN, uid="u-42")).encode())
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["apiVersion"] == "admission.k8s.io/v1" and body["kind"] == "AdmissionReview"
+    assert body["response"]["uid"] == "u-42" and body["response"]["allowed"] is False
+    assert body["response"]["status"]["details"]["causes"][0]["field"] == "/agents/0/mcps/0"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\xff\xfe not utf-8", "not UTF-8"),
+        (b"{not json", "not JSON"),
+        (b'{"kind": "Pod"}', "not an AdmissionReview"),
+        (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1beta1"}', "admission.k8s.io/v1"),
+        (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {}}', "uid"),
+    ],
+)
+async def test_a_malformed_body_is_a_400_and_the_server_keeps_serving(
+    served: Served, content: bytes, said: str
+) -> None:
+    answer = await served.post(content)
+    assert answer.status_code == 400 and said in answer.json()["error"]
+    assert (await served.post(json.dumps(review_of(BROKEN)).encode())).status_code == 200
+
+
+async def test_a_huge_body_is_refused_and_the_server_keeps_serving(served: Served) -> None:
+    answer = await served.post(b" " * (MAX_BODY_BYTES + 1))
+    assert answer.status_code == 413
+    assert (await served.post(json.dumps(review_of(BROKEN)).encode())).status_code == 200
+
+
+async def test_a_new_certificate_is_served_without_a_restart(served: Served, tmp_path: Path) -> None:
+    (tmp_path / "next").mkdir()
+    fresh = throwaway_tls(tmp_path / "next", "next CA")
+    directory = served.tls.cert.parent
+    (directory / "tls.key").write_bytes(fresh.key.read_bytes())
+    (directory / "tls.crt").write_bytes(fresh.cert.read_bytes())
+
+    async def trusted_by_the_new_ca() -> bool:
+        try:
+            return (
+                await served.post(json.dumps(review_of(BROKEN)).encode(), fresh.client_context())
+            ).is_success
+        except httpx.ConnectError:
+            return False
+
+    for _ in range(100):
+        if await trusted_by_the_new_ca():
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("the new certificate was not served")
+    with pytest.raises(httpx.ConnectError):
+        await served.post(json.dumps(review_of(BROKEN)).encode())  # the old CA no longer matches
+
+
+async def test_an_answer_that_takes_too_long_admits_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def slow(request: dict[str, Any], bundles: Any) -> Any:
+        await asyncio.sleep(1)
+
+    monkeypatch.setattr(webhook, "review", slow)
+    validate = webhook.handler(NoBundles(), answer_seconds=0.01)
+
+    class Request:
+        async def read(self) -> bytes:
+            return json.dumps(review_of(BROKEN)).encode()
+
+    answer = await validate(Request())
+    body = json.loads(answer.body)
+    assert (
+        body["response"]["allowed"] is True
+        and "not analyzed at admission in time" in body["response"]["warnings"][0]
+    )
