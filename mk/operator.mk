@@ -1,7 +1,8 @@
 # The operator's benchmarks: apply-to-Ready time, RSS, and platform calls per drift interval, for
 # one installation at a time (bench-operator) and for a fleet applied at once (bench-scale; pass
-# options with SCALE_ARGS, e.g. make bench-scale SCALE_ARGS="--count 1000").
-.PHONY: bench-operator bench-scale
+# options with SCALE_ARGS, e.g. make bench-scale SCALE_ARGS="--count 1000"), and the admission webhook's
+# latency for a small and the largest accepted document (bench-admission).
+.PHONY: bench-operator bench-scale bench-admission
 
 SCALE_ARGS ?=
 
@@ -10,3 +11,6 @@ bench-operator: envtest
 
 bench-scale: envtest
 	$(BIN)/python bench/scale.py $(SCALE_ARGS)
+
+bench-admission: $(STAMP)
+	$(BIN)/python bench/admission.py
