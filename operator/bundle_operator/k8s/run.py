@@ -47,6 +47,7 @@ from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.reconcile import OperatorSettings
 from bundle_operator.k8s.sources import SourceSettings
 from bundle_operator.k8s.webhook import serve_webhook
+from bundle_operator.k8s.webhook_certs import CertificateKeeper, CertificateSettings
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
 from bundle_operator.platform.gate import DEFAULT_LIMIT
 from bundle_operator.platform.transport import AiohttpTransport
@@ -90,6 +91,8 @@ class RunOptions:
     workers: int = DEFAULT_WORKERS
     webhook_port: int | None = None
     webhook_cert_dir: Path | None = None
+    # With a Secret name, the operator makes and renews the webhook's certificate itself.
+    webhook_certificates: CertificateSettings | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,6 +128,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="DIR",
         help="the webhook's tls.crt and tls.key, reloaded when they change (required with --webhook-port)",
+    )
+    parser.add_argument(
+        "--webhook-cert-secret",
+        metavar="NAME",
+        help="make the webhook's certificate, keep it in this Secret of the operator's namespace, renew "
+        "it before it expires and write it to --webhook-cert-dir (without it, the files come from elsewhere, "
+        "e.g. cert-manager)",
+    )
+    parser.add_argument("--webhook-service", metavar="NAME", help="the Service the certificate is for")
+    parser.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        help="the ValidatingWebhookConfiguration whose caBundle gets the certificate's CA",
     )
     parser.add_argument(
         "--allow-private-sources",
@@ -224,6 +240,24 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         workers=args.workers,
         webhook_port=args.webhook_port,
         webhook_cert_dir=args.webhook_cert_dir,
+        webhook_certificates=_certificates_from(args),
+    )
+
+
+def _certificates_from(args: argparse.Namespace) -> CertificateSettings | None:
+    if args.webhook_cert_secret is None:
+        return None
+    if not (args.webhook_cert_dir and args.webhook_service and args.webhook_configuration):
+        raise SystemExit(
+            "bundlectl operator run: --webhook-cert-secret needs --webhook-cert-dir, --webhook-service "
+            "and --webhook-configuration"
+        )
+    return CertificateSettings(
+        namespace=default_namespace(),
+        secret=args.webhook_cert_secret,
+        service=args.webhook_service,
+        configuration=args.webhook_configuration,
+        cert_dir=args.webhook_cert_dir,
     )
 
 
@@ -324,6 +358,11 @@ async def run_operator(options: RunOptions) -> None:
         runners.append(
             await serve_health(options.host, options.health_port, liveness, _readiness(ready, elector))
         )
+    keeper: asyncio.Task[None] | None = None
+    if options.webhook_certificates is not None:
+        certificates = CertificateKeeper(kube, options.webhook_certificates)
+        await certificates.ensure()  # the files must be there before the server loads them
+        keeper = asyncio.create_task(certificates.follow(), name="webhook-certificate-keeper")
     if options.webhook_port is not None and options.webhook_cert_dir is not None:
         # Every replica answers admission, leader or standby: the API server picks any endpoint.
         runners.append(
@@ -344,6 +383,8 @@ async def run_operator(options: RunOptions) -> None:
             lost = await _lead_then_run(options, elector, stop, ready)
     finally:
         beat.cancel()
+        if keeper is not None:
+            keeper.cancel()
         for runner in runners:
             await runner.cleanup()
         REGISTRY.unregister(load)
