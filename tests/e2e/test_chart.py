@@ -12,6 +12,7 @@ import json
 import os
 import re
 import secrets
+import ssl
 import subprocess
 import sys
 import time
@@ -182,7 +183,13 @@ def test_helm_3_lints_and_renders_what_helm_4_renders(helm: Path, helm3: Path, v
     files = [values] if values else []
     out = run_helm(helm3, "lint", "--strict", str(CHART), *[arg for v in files for arg in ("-f", str(v))])
     assert "1 chart(s) linted, 0 chart(s) failed" in out
-    assert render(helm3, *files) == render(helm, *files)
+    # Helm 3 does not know the webhook configuration's kind and installs it after every other
+    # (after the values' Bundles, too); Helm 4 before the custom resources. Either order works
+    # with the default failurePolicy Ignore. Everything else comes in the same order.
+    old, new = render(helm3, *files), render(helm, *files)
+    webhooks = [d for d in old if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert webhooks == [d for d in new if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert [d for d in old if d not in webhooks] == [d for d in new if d not in webhooks]
 
 
 @pytest.mark.parametrize("values", VALUES_FILES, ids=lambda v: v.name)
@@ -212,12 +219,13 @@ def test_default_values_render_one_cluster_wide_operator_and_the_embedded_platfo
         [
             *["CustomResourceDefinition"] * 3,
             "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "Service",
-            "Service",
+            *["ClusterRole", "ClusterRoleBinding"] * 2,
+            "Role",
+            "RoleBinding",
+            *["Service"] * 3,
             "Deployment",
             "StatefulSet",
+            "ValidatingWebhookConfiguration",
         ]
     )
     # The chart's CRDs are the repository's.
@@ -245,6 +253,11 @@ def test_default_values_render_one_cluster_wide_operator_and_the_embedded_platfo
         "--log-level=INFO",
         "--platform-concurrency=16",
         "--workers=64",
+        "--webhook-port=9443",
+        "--webhook-cert-dir=/var/run/bundle-operator/webhook",
+        f"--webhook-cert-secret={FULLNAME}-webhook-tls",
+        f"--webhook-service={FULLNAME}-webhook",
+        f"--webhook-configuration={FULLNAME}",
     ]
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
@@ -255,15 +268,16 @@ def test_default_values_render_one_cluster_wide_operator_and_the_embedded_platfo
     assert set(container["resources"]) == {"requests", "limits"}
     assert set(container["resources"]["limits"]) == {"cpu", "memory"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": 9090, "health": 8081}
+    assert ports == {"metrics": 9090, "health": 8081, "webhook": 9443}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
-    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
-    assert [v["name"] for v in pod["volumes"] if "emptyDir" in v] == ["tmp"]
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp", "/var/run/bundle-operator/webhook"}
+    assert [v["name"] for v in pod["volumes"] if "emptyDir" in v] == ["tmp", "webhook-certs"]
     assert [e["name"] for e in container["env"]] == ["POD_NAME", "POD_NAMESPACE"]
 
     role = one(docs, "ClusterRole", FULLNAME)
     assert role["rules"] == [*NAMESPACED_RULES, CRD_RULE]
+    assert_webhook(docs, deployment)
     binding = one(docs, "ClusterRoleBinding", FULLNAME)
     assert binding["roleRef"]["name"] == FULLNAME
     assert binding["subjects"] == [
@@ -288,18 +302,70 @@ def test_default_values_render_one_cluster_wide_operator_and_the_embedded_platfo
     assert one(docs, "Service", f"{FULLNAME}-platform")["spec"]["ports"][0]["port"] == 8080
 
 
+def assert_webhook(docs: list[dict[str, Any]], deployment: dict[str, Any]) -> None:
+    """The admission webhook as DESIGN.md §9.1 sets it up, with the certificate the operator makes."""
+    [config] = find(docs, "ValidatingWebhookConfiguration")
+    [hook] = config["webhooks"]
+    assert hook["clientConfig"] == {
+        "service": {
+            "name": f"{FULLNAME}-webhook",
+            "namespace": RELEASE_NAMESPACE,
+            "path": "/validate",
+            "port": 443,
+        }
+    }
+    assert (hook["failurePolicy"], hook["sideEffects"], hook["timeoutSeconds"]) == ("Ignore", "None", 5)
+    assert hook["admissionReviewVersions"] == ["v1"]
+    [rule] = hook["rules"]
+    assert rule["operations"] == ["CREATE", "UPDATE"]  # a delete is never sent
+    assert rule["resources"] == ["bundles", "bundleinstallations", "endpoints"]
+    assert hook["matchConditions"] == [
+        {
+            "name": "spec-changed",
+            "expression": "request.operation != 'UPDATE' || object.spec != oldObject.spec",
+        }
+    ]
+    service = one(docs, "Service", f"{FULLNAME}-webhook")
+    assert service["spec"]["ports"] == [
+        {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}
+    ]
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    # The certificate's Secret is read and renewed by name only; the CA goes into this configuration only.
+    secret_rules = one(docs, "Role", f"{FULLNAME}-webhook")["rules"]
+    assert secret_rules == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [f"{FULLNAME}-webhook-tls"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    assert one(docs, "ClusterRole", f"{FULLNAME}-webhook")["rules"] == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["validatingwebhookconfigurations"],
+            "resourceNames": [FULLNAME],
+            "verbs": ["get", "update"],
+        }
+    ]
+
+
 def test_namespace_scoped_values_render_a_role_in_each_namespace_and_mount_the_token(helm: Path) -> None:
     docs = render(helm, CI / "namespaced-values.yaml")
     assert not find(docs, "Secret") and not find(docs, "StatefulSet")
-    roles = find(docs, "Role")
+    roles = [r for r in find(docs, "Role") if r["metadata"]["name"] == FULLNAME]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["agents", "agents-staging"]
     assert all(r["rules"] == NAMESPACED_RULES for r in roles)
-    bindings = find(docs, "RoleBinding")
+    bindings = [b for b in find(docs, "RoleBinding") if b["metadata"]["name"] == FULLNAME]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["agents", "agents-staging"]
     for b in bindings:
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": RELEASE_NAMESPACE}]
-    # Nothing cluster-wide at all: named namespaces need no scanning of namespaces or CRDs.
-    assert not find(docs, "ClusterRole") and not find(docs, "ClusterRoleBinding")
+    # Named namespaces need no scanning of namespaces or CRDs: cluster-wide, only the webhook
+    # configuration's own CA (by name), and the webhook judges the named namespaces only.
+    assert [r["metadata"]["name"] for r in find(docs, "ClusterRole")] == [f"{FULLNAME}-webhook"]
+    [hook] = one(docs, "ValidatingWebhookConfiguration")["webhooks"]
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["agents", "agents-staging"]
 
     container = operator_container(docs)
     assert container["args"][:4] == [
@@ -325,7 +391,8 @@ def test_standby_values_render_leader_election_and_a_rolling_update(helm: Path) 
         "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
     }
     container = operator_container(docs)
-    assert container["args"][-3:] == [
+    start = container["args"].index("--leader-election")
+    assert container["args"][start : start + 3] == [
         "--leader-election",
         f"--leader-election-namespace={RELEASE_NAMESPACE}",
         f"--leader-election-id={FULLNAME}",
@@ -356,7 +423,7 @@ def test_standby_values_render_leader_election_and_a_rolling_update(helm: Path) 
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert (
         monitor["spec"]["selector"]["matchLabels"].items()
-        <= one(docs, "Service")["metadata"]["labels"].items()
+        <= one(docs, "Service", f"{FULLNAME}-metrics")["metadata"]["labels"].items()
     )
 
 
@@ -714,7 +781,7 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
     # namespaced and standby: a Role in the namespace; patterns: a ClusterRole.
     watch = [f"{ns}*,!{ns}-not-this-one"] if mode == "patterns" else [ns]
 
-    def values(health_port: int, metrics_port: int) -> dict[str, Any]:
+    def values(health_port: int, metrics_port: int, webhook_port: int) -> dict[str, Any]:
         return {
             "replicas": replicas,
             "watchNamespaces": watch,
@@ -723,11 +790,12 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
                 "tokenSecret": {"name": "platform-token", "key": "token"},
             },
             "operator": {"healthPort": health_port, "metricsPort": metrics_port},
+            "webhook": {"port": webhook_port},
         }
 
     # Each replica's pod has an address of its own; here they share one, so each replica's render
     # differs in the two ports (checked below) and in nothing else.
-    ports = [(free_port(), free_port()) for _ in range(replicas)]
+    ports = [(free_port(), free_port(), free_port()) for _ in range(replicas)]
     renders = [
         render(helm, BUNDLES_VALUES, overrides=values(*p), tmp=tmp_path, release=release, namespace=ns)
         for p in ports
@@ -735,10 +803,12 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
     docs = renders[0]
     assert not find(docs, "Secret"), "the chart renders no Secret"
     if mode == "patterns":
-        assert one(docs, "ClusterRole")["rules"] == [*NAMESPACED_RULES, CRD_RULE, NAMESPACES_RULE]
+        assert one(docs, "ClusterRole", fullname)["rules"] == [*NAMESPACED_RULES, CRD_RULE, NAMESPACES_RULE]
     else:
-        assert [r["metadata"]["namespace"] for r in find(docs, "Role")] == [ns] * replicas
-        assert not find(docs, "ClusterRole"), "named namespaces need nothing cluster-wide"
+        operator_roles = [r for r in find(docs, "Role") if r["metadata"]["name"] != f"{fullname}-webhook"]
+        assert [r["metadata"]["namespace"] for r in operator_roles] == [ns] * replicas
+        cluster_wide = [r["metadata"]["name"] for r in find(docs, "ClusterRole")]
+        assert cluster_wide == [f"{fullname}-webhook"], "named namespaces need nothing else cluster-wide"
     if mode == "standby":
         assert one(docs, "Deployment")["spec"]["strategy"]["type"] == "RollingUpdate"
         assert "--leader-election" in operator_container(docs)["args"]
@@ -746,7 +816,7 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
         assert lease_role["rules"][1]["resourceNames"] == [fullname]
 
     def without_ports(container: dict[str, Any]) -> dict[str, Any]:
-        port_args = ("--metrics-port=", "--health-port=")
+        port_args = ("--metrics-port=", "--health-port=", "--webhook-port=")
         args = [a for a in container["args"] if not a.startswith(port_args)]
         return {**container, "args": args, "ports": None, "livenessProbe": None, "readinessProbe": None}
 
@@ -808,6 +878,7 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
         )
     health_port = {id(op): p[0] for op, p in zip(operators, ports, strict=True)}
     metrics_port = {id(op): p[1] for op, p in zip(operators, ports, strict=True)}
+    webhook_port = {id(op): p[2] for op, p in zip(operators, ports, strict=True)}
 
     def running() -> list[PodProcess]:
         return [op for op in operators if op.process is not None and op.process.returncode is None]
@@ -935,12 +1006,24 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
         ):
             gone(kind, name)
         assert kubectl.get_or_none("secret", "planning-assistant-bundle-state", ns) is None
+        # The webhook certificate the replicas made with only the chart's RBAC: one pair in the
+        # Secret, its CA in the chart's webhook configuration, served by every replica still running.
+        pair = kubectl.get("secret", f"{fullname}-webhook-tls", ns)["data"]
+        config = kubectl.get("validatingwebhookconfiguration", fullname)
+        assert config["webhooks"][0]["clientConfig"]["caBundle"] == pair["ca.crt"]
+        ca = ssl.create_default_context(cadata=base64.b64decode(pair["ca.crt"]).decode())
+        ca.check_hostname = False  # the certificate names the Service; here it is served on loopback
+        for op in running():
+            answer = httpx.post(
+                f"https://127.0.0.1:{webhook_port[id(op)]}/validate", content=b"{}", verify=ca, timeout=5
+            )
+            assert answer.status_code == 400
         healthy()
     finally:
         codes += [op.stop() for op in running()]
         kubectl.run(
             "delete",
-            "clusterrole,clusterrolebinding",
+            "clusterrole,clusterrolebinding,validatingwebhookconfiguration",
             "-l",
             f"app.kubernetes.io/instance={release}",
             check=False,

@@ -66,7 +66,8 @@ def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 def make_pair(service: str, namespace: str, now: datetime.datetime) -> dict[str, bytes]:
     """A new CA and a serving certificate it issued for the Service: ``ca.crt``, ``tls.crt``, ``tls.key``."""
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service} webhook CA")])
+    # A common name holds at most 64 characters; clients check the DNS names, not it.
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"webhook CA {service}"[:64])])
     start, end = now - datetime.timedelta(minutes=5), now + VALIDITY
     ca = (
         x509.CertificateBuilder()
@@ -82,7 +83,7 @@ def make_pair(service: str, namespace: str, now: datetime.datetime) -> dict[str,
     names = dns_names(service, namespace)
     serving = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[2])]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, service[:64])]))
         .issuer_name(ca_name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
