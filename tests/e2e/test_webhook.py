@@ -143,6 +143,9 @@ def test_kubectl_apply_is_refused_with_codes_and_paths_and_warned(
         assert warned.returncode == 0, warned.stderr
         assert "Warning: unused_setup_field at /setup/0/key" in warned.stderr
         assert kubectl.get_or_none("bundle", "warned-kit", webhook.namespace) is not None
+        status = Path(f"/proc/{operator.process.pid}/status").read_text() if operator.process else ""
+        rss = next((line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")), "?")
+        print(f"operator with the webhook on, after serving admission: RSS {rss} kB")
 
         # A new CA and certificate on disk: served without a restart once the configuration trusts it.
         webhook.rotate(tmp_path / "ca-2")
