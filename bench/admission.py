@@ -29,7 +29,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.documents import bundle_document  # noqa: E402
+from tests.documents import TOKEN_SETUP, bundle_document, github_mcp  # noqa: E402
 from tests.tls import throwaway_tls  # noqa: E402
 
 from bundle_operator.document.source import MAX_SOURCE_BYTES, data_size  # noqa: E402
@@ -47,16 +47,8 @@ def small() -> dict[str, Any]:
     """The size of a typical bundle: a handful of entities."""
     return bundle_document(
         "small-kit",
-        setup=[{"key": "token", "label": "Token", "type": "secret"}],
-        mcps=[
-            {
-                "key": "gh",
-                "name": "GitHub",
-                "type": "command",
-                "command": "npx",
-                "env": {"T": "${setup.token}"},
-            }
-        ],
+        setup=TOKEN_SETUP,
+        mcps=[github_mcp()],
         skills=[
             {
                 "key": "triage",

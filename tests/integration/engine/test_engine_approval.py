@@ -15,24 +15,15 @@ from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import AgentUpdate
-from tests.documents import bundle_document
+from tests.documents import TOKEN_SETUP, bundle_document, github_mcp
 from tests.integration.engine.harness import install, parse
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 DOC: dict[str, Any] = bundle_document(
     "gate-kit",
-    setup=[{"key": "token", "label": "Token", "type": "secret"}],
-    mcps=[
-        {
-            "key": "gh",
-            "name": "GitHub",
-            "type": "command",
-            "command": "npx",
-            "args": ["-y", "gh-mcp"],
-            "env": {"GITHUB_TOKEN": "${setup.token}"},
-        }
-    ],
+    setup=TOKEN_SETUP,
+    mcps=[github_mcp()],
     agents=[
         {"key": "bot", "name": "Gate Bot", "model": "gpt-5", "instructions": "Be brief.", "mcps": ["gh"]}
     ],
