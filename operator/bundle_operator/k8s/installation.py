@@ -21,7 +21,6 @@ from pydantic import ValidationError
 
 from bundle_operator.document.issues import Code
 from bundle_operator.engine.apply import BUNDLE_INVALID, Blocked, InstallFailed, PersistFailed, apply
-from bundle_operator.engine.approval import ApprovalPlan, correct_plan, run_plan
 from bundle_operator.engine.correct import correct_drift
 from bundle_operator.engine.drift import DriftReport, drift_from
 from bundle_operator.engine.plan import Plan, plan
@@ -29,6 +28,7 @@ from bundle_operator.engine.snapshot import read_snapshot
 from bundle_operator.engine.uninstall import PlanOutdated, UninstallRefused, preview_uninstall, uninstall
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.events import Events
+from bundle_operator.k8s.installation_gate import await_uninstall_approval, gate
 from bundle_operator.k8s.installation_inputs import (
     Inputs,
     Peer,
@@ -40,7 +40,6 @@ from bundle_operator.k8s.installation_status import (
     StatusCallback,
     actions_of,
     analyzed_message,
-    awaiting_message,
     drift_rows,
     entity_rows,
     installed_event,
@@ -308,85 +307,12 @@ class InstallationReconciler:
         return await self._written(run, Done("stalled"))
 
     async def _gate(self, run: Run, inputs: Inputs, planned: Plan, writes: bool) -> Done | None:
-        """Under approval Manual, write only the plan that spec.approvedPlan names; else show it and wait.
-
-        The plan is the one this run carries out: its id is computed from this run's own reads,
-        and the apply that follows uses the same plan (its writes are conditional on the revisions
-        those reads saw), so nothing but the approved plan can reach the platform.
-        """
-        spec, status = inputs.spec, run.status
-        previous = status.previous().get("plan") or {}
-        last_applied = previous.get("lastAppliedId")
-        if spec.approval == "Auto":
-            if previous:
-                status.patch["plan"] = None
-            if spec.approved_plan and self._spec_changed(run):
-                await self.events.post(
-                    run.body,
-                    "Normal",
-                    "ApprovalIgnored",
-                    "spec.approvedPlan has no effect: spec.approval is Auto",
-                )
-            return None
-        waiting = self._waiting_plan(inputs, planned, writes)
-        if waiting is None:
-            status.patch["plan"] = plan_status(None, last_applied)
-            return None
-        if not inputs.store.stored:
-            # The setup values' HMACs in the plan id use the record's key: keep it for the next run.
-            await inputs.store.persist(inputs.record)
-        if spec.approved_plan == waiting.id:
-            run.approved = waiting.id
-            await self.events.post(
-                run.body, "Normal", "PlanApproved", f"applying {waiting.id} ({waiting.summary()})"
-            )
-            return None
-        shown_before = previous.get("id") == waiting.id
-        status.patch["plan"] = plan_status(waiting, last_applied)
-        if not shown_before:
-            await self.events.post(
-                run.body, "Normal", "PlanReady", awaiting_message(waiting, self._name(run.body))
-            )
-        outdated = spec.approved_plan is not None and spec.approved_plan != last_applied
-        if outdated and (not shown_before or self._spec_changed(run)):
-            await self.events.post(
-                run.body,
-                "Warning",
-                "ApprovedPlanOutdated",
-                f"the approved plan {spec.approved_plan} is not the current one, so nothing was written; "
-                f"the current plan is {waiting.id} ({waiting.summary()})",
-            )
-        message = awaiting_message(waiting, self._name(run.body))
-        status.conditions(
-            [
-                cond.false("Ready", "AwaitingApproval", message),
-                cond.false("Reconciling", "AwaitingApproval", ""),
-                cond.false("Stalled", "AwaitingApproval", ""),
-                cond.true("Analyzed", "Analyzed", analyzed_message(planned)),
-            ]
-        )
-        return await self._written(run, Done("success"))
-
-    @staticmethod
-    def _waiting_plan(inputs: Inputs, planned: Plan, writes: bool) -> ApprovalPlan | None:
-        """The plan this run would carry out: an install or update, a drift correction, or none."""
-        if writes:
-            return run_plan(planned, inputs.record, inputs.options)
-        if inputs.spec.drift_policy.mode != "Correct" or not inputs.record.entities:
-            return None
-        report = drift_from(inputs.record, planned.snapshot)
-        return correct_plan(planned, inputs.record, report) if report.changed else None
-
-    @staticmethod
-    def _name(body: dict[str, Any]) -> str:
-        meta = body["metadata"]
-        return f"{meta['name']} -n {meta['namespace']}"
-
-    @staticmethod
-    def _spec_changed(run: Run) -> bool:
-        """Whether the spec changed since the status was last computed (a new approval, say)."""
-        observed = run.status.previous().get("observedGeneration")
-        return bool(observed != run.body.get("metadata", {}).get("generation"))
+        """Under approval Manual, go on only with the plan spec.approvedPlan names (installation_gate.py)."""
+        outcome = await gate(run.status, run.body, self.events, inputs, planned, writes)
+        if outcome.waiting:
+            return await self._written(run, Done("success"))
+        run.approved = outcome.approved
+        return None
 
     async def _apply(self, run: Run, inputs: Inputs, planned: Plan) -> Converged | Done:
         """Install or update by compensation, then read what the platform now holds."""
@@ -596,35 +522,8 @@ class InstallationReconciler:
             raise kube_retry(exc, attempt) from None
         self.platforms.forget(body.get("metadata", {}).get("uid") or "")
 
-    async def _await_uninstall_approval(
-        self, body: dict[str, Any], waiting: ApprovalPlan, *, outdated: str | None = None
-    ) -> None:
-        """Show the Uninstall plan and hold the finalizer: nothing is deleted until it is approved."""
-        status = InstallationStatus(self.kube, body, on_status=self.on_status)
-        previous = status.previous().get("plan") or {}
-        last_applied = previous.get("lastAppliedId")
-        if outdated is not None and outdated == last_applied:
-            outdated = None  # an approval spent on an earlier plan is not an approval of this one
-        status.patch["plan"] = plan_status(waiting, last_applied)
-        message = awaiting_message(waiting, self._name(body))
-        if previous.get("id") != waiting.id:
-            await self.events.post(body, "Normal", "PlanReady", message)
-            if outdated is not None:
-                await self.events.post(
-                    body,
-                    "Warning",
-                    "ApprovedPlanOutdated",
-                    f"the approved plan {outdated} is not the current one, so nothing was deleted; "
-                    f"the current plan is {waiting.id} ({waiting.summary()})",
-                )
-        status.conditions(
-            [
-                cond.false("Ready", "AwaitingApproval", message),
-                cond.false("Reconciling", "AwaitingApproval", ""),
-                cond.false("Stalled", "AwaitingApproval", ""),
-            ]
-        )
-        await status.write()
+    def _status(self, body: dict[str, Any]) -> InstallationStatus:
+        return InstallationStatus(self.kube, body, on_status=self.on_status)
 
     async def _finalize(self, body: dict[str, Any], attempt: int) -> None:
         namespace = body["metadata"]["namespace"]
@@ -650,14 +549,15 @@ class InstallationReconciler:
         try:
             _, platform = await connect(self.kube, self.settings, self.platforms, namespace, spec)
             if spec.approval == "Manual" and spec.approved_plan is None:
-                await self._await_uninstall_approval(
-                    body, await preview_uninstall(platform, spec.workspace, record)
-                )
+                waiting = await preview_uninstall(platform, spec.workspace, record)
+                await await_uninstall_approval(self._status(body), body, self.events, waiting)
                 raise Retry("the Uninstall plan waits for approval", UNINSTALL_APPROVAL_POLL)
             approved = spec.approved_plan if spec.approval == "Manual" else None
             result = await uninstall(platform, spec.workspace, record, store.persist, approved=approved)
         except PlanOutdated as exc:
-            await self._await_uninstall_approval(body, exc.current, outdated=exc.approved)
+            await await_uninstall_approval(
+                self._status(body), body, self.events, exc.current, outdated=exc.approved
+            )
             raise Retry(str(exc), UNINSTALL_APPROVAL_POLL) from None
         except SetupProblem as exc:
             await self.events.post(body, "Warning", "UninstallBlocked", exc.message)
