@@ -23,6 +23,7 @@ from bundle_operator.k8s.resources import (
     BundleSpec,
     EndpointSpec,
 )
+from bundle_operator.k8s.sources import SourceError, check_one_source
 
 GROUP = "bundle-operator.dev"
 # kubectl prints every cause; an answer stays readable (and small) with the first ones.
@@ -89,22 +90,19 @@ def _shape(model: type[BaseModel], obj: dict[str, Any], verdict: Verdict) -> Ver
 
 
 async def _bundle(obj: dict[str, Any]) -> Verdict:
-    verdict = _shape(BundleSpec, obj, Verdict())
-    if not verdict.allowed:
+    verdict = Verdict()
+    try:
+        spec = BundleSpec.model_validate(obj.get("spec") or {})
+        check_one_source(spec.source)  # the same rule the operator's resolve applies
+    except ValidationError as exc:
+        verdict.refuse("invalid_spec", "spec", cond.spec_error(exc))
         return verdict
-    source = (obj.get("spec") or {}).get("source") or {}
-    given = [name for name in ("inline", "configMapRef", "url", "mcpb") if source.get(name) is not None]
-    if len(given) != 1:
-        found = ", ".join(given) or "none"
-        verdict.refuse(
-            "invalid_source",
-            "spec.source",
-            f"set exactly one of inline, configMapRef, url, mcpb (found: {found})",
-        )
+    except SourceError as exc:
+        verdict.refuse("invalid_source", "spec.source", exc.message.removeprefix("spec.source: "))
         return verdict
-    if given != ["inline"]:
+    if spec.source.inline is None:
         return verdict  # read by the operator later: shape checks only here
-    parsed = await asyncio.to_thread(parse_bundle_data, source["inline"])
+    parsed = await asyncio.to_thread(parse_bundle_data, spec.source.inline)
     for issue in parsed.issues:
         if issue.blocking:
             if len(verdict.causes) < MAX_CAUSES:

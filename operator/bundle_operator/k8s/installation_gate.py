@@ -49,7 +49,7 @@ async def gate(
     if spec.approval == "Auto":
         if previous:
             status.patch["plan"] = None
-        if spec.approved_plan and spec_changed(status, body):
+        if spec.approved_plan and spec_changed(status):
             await events.post(
                 body,
                 "Normal",
@@ -72,7 +72,7 @@ async def gate(
     if not shown_before:
         await events.post(body, "Normal", "PlanReady", awaiting_message(waiting, shown_name(body)))
     outdated = spec.approved_plan is not None and spec.approved_plan != last_applied
-    if outdated and (not shown_before or spec_changed(status, body)):
+    if outdated and (not shown_before or spec_changed(status)):
         await events.post(
             body,
             "Warning",
@@ -80,15 +80,8 @@ async def gate(
             f"the approved plan {spec.approved_plan} is not the current one, so nothing was written; "
             f"the current plan is {waiting.id} ({waiting.summary()})",
         )
-    message = awaiting_message(waiting, shown_name(body))
-    status.conditions(
-        [
-            cond.false("Ready", "AwaitingApproval", message),
-            cond.false("Reconciling", "AwaitingApproval", ""),
-            cond.false("Stalled", "AwaitingApproval", ""),
-            cond.true("Analyzed", "Analyzed", analyzed_message(planned)),
-        ]
-    )
+    awaiting(status, awaiting_message(waiting, shown_name(body)))
+    status.conditions([cond.true("Analyzed", "Analyzed", analyzed_message(planned))])
     return Outcome(waiting=True)
 
 
@@ -108,10 +101,20 @@ def shown_name(body: dict[str, Any]) -> str:
     return f"{meta['name']} -n {meta['namespace']}"
 
 
-def spec_changed(status: InstallationStatus, body: dict[str, Any]) -> bool:
+def spec_changed(status: InstallationStatus) -> bool:
     """Whether the spec changed since the status was last computed (a new approval, say)."""
-    observed = status.previous().get("observedGeneration")
-    return bool(observed != body.get("metadata", {}).get("generation"))
+    return bool(status.previous().get("observedGeneration") != status.generation)
+
+
+def awaiting(status: InstallationStatus, message: str) -> None:
+    """The conditions of a plan that waits: not Ready, neither reconciling nor stalled."""
+    status.conditions(
+        [
+            cond.false("Ready", "AwaitingApproval", message),
+            cond.false("Reconciling", "AwaitingApproval", ""),
+            cond.false("Stalled", "AwaitingApproval", ""),
+        ]
+    )
 
 
 async def await_uninstall_approval(
@@ -139,11 +142,5 @@ async def await_uninstall_approval(
                 f"the approved plan {outdated} is not the current one, so nothing was deleted; "
                 f"the current plan is {waiting.id} ({waiting.summary()})",
             )
-    status.conditions(
-        [
-            cond.false("Ready", "AwaitingApproval", message),
-            cond.false("Reconciling", "AwaitingApproval", ""),
-            cond.false("Stalled", "AwaitingApproval", ""),
-        ]
-    )
+    awaiting(status, message)
     await status.write()

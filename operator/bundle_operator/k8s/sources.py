@@ -186,7 +186,7 @@ async def resolve(
 
     A document that is read but broken is not an error: it comes back parsed, with its issues.
     """
-    _check_one_source(source)
+    check_one_source(source)
     if source.inline is not None:
         parsed = await asyncio.to_thread(parse_bundle_data, source.inline)
         return Resolved(parsed, None, "inline")
@@ -194,7 +194,7 @@ async def resolve(
         return await _resolve_config_map(source.config_map_ref, namespace, reader)
     if source.url is not None:
         return await _resolve_url(source.url, settings)
-    assert source.mcpb is not None  # _check_one_source saw exactly one
+    assert source.mcpb is not None  # check_one_source saw exactly one
     return await _resolve_mcpb(source.mcpb, namespace, reader, settings)
 
 
@@ -207,7 +207,8 @@ def _exactly_one(field: str, options: tuple[tuple[str, object], ...]) -> None:
         raise _invalid(f"{field}: set exactly one of {names} (found: {found})")
 
 
-def _check_one_source(source: BundleSource) -> None:
+def check_one_source(source: BundleSource) -> None:
+    """Refuse (``SourceError``) unless exactly one kind of source is set."""
     _exactly_one(
         "spec.source",
         (

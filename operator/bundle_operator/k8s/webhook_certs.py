@@ -121,6 +121,10 @@ def renewal_reason(
     return None
 
 
+def _stored_pair(secret: dict[str, Any] | None) -> dict[str, bytes]:
+    return {k: base64.b64decode(v) for k, v in ((secret or {}).get("data") or {}).items()}
+
+
 class CertificateKeeper:
     """Keeps the pair in the Secret, in the certificate directory and in the configuration's caBundle."""
 
@@ -133,7 +137,7 @@ class CertificateKeeper:
         s = self.settings
         now = now or datetime.datetime.now(datetime.UTC)
         secret = await self.kube.read_secret(s.namespace, s.secret)
-        pair = {k: base64.b64decode(v) for k, v in ((secret or {}).get("data") or {}).items()}
+        pair = _stored_pair(secret)
         reason = renewal_reason(pair, s.service, s.namespace, now)
         if reason is not None:
             pair = await self._renew(secret, reason, now)
@@ -166,7 +170,7 @@ class CertificateKeeper:
                 raise
             # Another replica renewed first: use its pair.
             won = await self.kube.read_secret(s.namespace, s.secret)
-            return {k: base64.b64decode(v) for k, v in ((won or {}).get("data") or {}).items()}
+            return _stored_pair(won)
         log.info("made a new webhook certificate in Secret %s/%s: %s", s.namespace, s.secret, reason)
         return pair
 
