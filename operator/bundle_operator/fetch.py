@@ -9,7 +9,8 @@ analyze may for a bundle document by URL, seed 000's ``source_url``), and nothin
 on any refusal. Tests and local setups can allow specific non-public networks explicitly
 (``allow_networks``).
 
-Used for .mcpb archives (128 MiB cap) and for bundle documents fetched by URL (5 MB cap).
+Used for .mcpb archives (128 MiB cap), bundle documents fetched by URL (5 MB cap) and MCP
+Registry records (read into memory by ``fetch_bytes``, with their own small cap).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import os
 import socket
 import ssl
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import httpx
@@ -66,17 +68,29 @@ _NEVER_PUBLIC: tuple[IPNetwork, ...] = tuple(
         "ff00::/8",
     )
 )
+# What an explicit "allow private sources" opens up: loopback and the private ranges (tests and
+# local setups). Link-local (cloud metadata at 169.254.169.254) and the rest stay closed.
+PRIVATE_NETWORKS = ("127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
 _REDIRECTS = (301, 302, 303, 307, 308)
 _CHUNK = 256 * 1024
 
 
 class FetchRefused(Exception):
-    """The download was refused or failed; ``reason`` names the host, never a query string."""
+    """The download was refused or failed; ``reason`` names the host, never a query string.
 
-    def __init__(self, code: str, reason: str) -> None:
+    ``status`` is the HTTP status of an ``http_status`` refusal (the server answered, but not 200).
+    """
+
+    def __init__(self, code: str, reason: str, status: int | None = None) -> None:
         super().__init__(f"{code}: {reason}")
         self.code = code
         self.reason = reason
+        self.status = status
+
+
+T = TypeVar("T")
+# Reads one answer once every hop is checked: the response and the URL that answered.
+Consumer = Callable[[httpx.Response, httpx.URL], Awaitable[T]]
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,31 @@ class Fetched:
     sha256: str
     size: int
     url: str
+
+
+@dataclass(frozen=True)
+class FetchedBytes:
+    """A small answer read into memory (an API record), and the URL that gave it."""
+
+    body: bytes
+    url: str
+
+
+def tls_context(environ: Mapping[str, str] | None = None) -> ssl.SSLContext:
+    """The trust sources are fetched with: the PEM bundle ``SSL_CERT_FILE`` names, else the system store.
+
+    httpx is run with ``trust_env=False`` (no proxies from the environment), so it would trust
+    certifi's bundle only; this keeps the OpenSSL convention, where a private registry's CA is
+    added by pointing ``SSL_CERT_FILE`` at a bundle that holds it. Raises ``ValueError`` naming
+    the variable when the file cannot be read.
+    """
+    env = os.environ if environ is None else environ
+    cafile = env.get("SSL_CERT_FILE") or None
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ValueError(f"SSL_CERT_FILE={cafile}: cannot be read as a PEM CA bundle ({reason})") from None
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
@@ -164,12 +203,16 @@ async def resolve_checked(url: httpx.URL, allow_networks: Sequence[IPNetwork]) -
     return list(dict.fromkeys(addresses))
 
 
-def _pinned_request(client: httpx.AsyncClient, url: httpx.URL, ip: IPAddress) -> httpx.Request:
+def _pinned_request(
+    client: httpx.AsyncClient, url: httpx.URL, ip: IPAddress, accept: str | None = None
+) -> httpx.Request:
     """A GET sent to ``ip`` while TLS and Host still name the URL's host (in its ASCII form)."""
     name = ascii_host(url)
     host = f"[{name}]" if ":" in name else name
     host_header = host if url.port in (None, 443) else f"{host}:{url.port}"
     headers = {"Host": host_header, "Accept-Encoding": "identity"}
+    if accept is not None:
+        headers["Accept"] = accept
     extensions: dict[str, str] = {}
     try:
         ipaddress.ip_address(name)
@@ -200,12 +243,46 @@ async def fetch_to_file(
         expected = expected_sha256.lower().removeprefix("sha256:")
         if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
             raise FetchRefused("bad_checksum", "the expected checksum is not a SHA-256 hex digest")
+
+    async def save(response: httpx.Response, at: httpx.URL) -> Fetched:
+        return await _save(response, at, expected, max_bytes, dest_dir)
+
+    return await _guarded(url, save, allow_networks, verify, io_timeout, total_timeout, max_redirects)
+
+
+async def fetch_bytes(
+    url: str,
+    *,
+    max_bytes: int,
+    accept: str = "application/json",
+    allow_networks: Sequence[IPNetwork | str] = (),
+    verify: ssl.SSLContext | bool = True,
+    io_timeout: float = 10.0,
+    total_timeout: float = 30.0,
+    max_redirects: int = 5,
+) -> FetchedBytes:
+    """Read a small answer (an API record) into memory behind the same guards as a download."""
+
+    async def read(response: httpx.Response, at: httpx.URL) -> FetchedBytes:
+        return FetchedBytes(await _read_capped(response, at, max_bytes), shown(at))
+
+    return await _guarded(url, read, allow_networks, verify, io_timeout, total_timeout, max_redirects, accept)
+
+
+async def _guarded(
+    url: str,
+    consume: Consumer[T],
+    allow_networks: Sequence[IPNetwork | str],
+    verify: ssl.SSLContext | bool,
+    io_timeout: float,
+    total_timeout: float,
+    max_redirects: int,
+    accept: str | None = None,
+) -> T:
     networks = [ipaddress.ip_network(n) if isinstance(n, str) else n for n in allow_networks]
     try:
         with anyio.fail_after(total_timeout):
-            return await _follow(
-                httpx.URL(url), expected, max_bytes, dest_dir, networks, max_redirects, verify, io_timeout
-            )
+            return await _follow(httpx.URL(url), consume, networks, max_redirects, verify, io_timeout, accept)
     except TimeoutError:
         raise FetchRefused("timeout", f"the download from {shown(httpx.URL(url))} took too long") from None
     except httpx.InvalidURL:
@@ -214,14 +291,13 @@ async def fetch_to_file(
 
 async def _follow(
     url: httpx.URL,
-    expected: str | None,
-    max_bytes: int,
-    dest_dir: str | os.PathLike[str] | None,
+    consume: Consumer[T],
     networks: Sequence[IPNetwork],
     max_redirects: int,
     verify: ssl.SSLContext | bool,
     io_timeout: float,
-) -> Fetched:
+    accept: str | None,
+) -> T:
     for _hop in range(max_redirects + 1):
         addresses = await resolve_checked(url, networks)
         # A fresh client, so a fresh connection, for every hop: requests go to the checked address,
@@ -230,7 +306,7 @@ async def _follow(
         async with httpx.AsyncClient(
             verify=verify, timeout=io_timeout, follow_redirects=False, trust_env=False
         ) as client:
-            response = await _connect(client, url, addresses)
+            response = await _connect(client, url, addresses, accept)
             try:
                 if response.status_code in _REDIRECTS:
                     location = response.headers.get("location")
@@ -239,8 +315,10 @@ async def _follow(
                     url = url.join(location)
                     continue
                 if response.status_code != 200:
-                    raise FetchRefused("http_status", f"{shown(url)} answered {response.status_code}")
-                return await _save(response, url, expected, max_bytes, dest_dir)
+                    raise FetchRefused(
+                        "http_status", f"{shown(url)} answered {response.status_code}", response.status_code
+                    )
+                return await consume(response, url)
             finally:
                 await response.aclose()
     raise FetchRefused("too_many_redirects", f"more than {max_redirects} redirects")
@@ -252,18 +330,40 @@ def _private_file(dest_dir: str | os.PathLike[str] | None) -> str:
     return name
 
 
-async def _connect(client: httpx.AsyncClient, url: httpx.URL, addresses: list[IPAddress]) -> httpx.Response:
+async def _connect(
+    client: httpx.AsyncClient, url: httpx.URL, addresses: list[IPAddress], accept: str | None
+) -> httpx.Response:
     """Send the GET to each checked address in turn until one connects."""
     failure = "no address"
     for ip in addresses:
         try:
-            return await client.send(_pinned_request(client, url, ip), stream=True)
+            return await client.send(_pinned_request(client, url, ip, accept), stream=True)
         except httpx.ConnectError as exc:
             failure = type(exc).__name__
             continue
         except httpx.HTTPError as exc:
             raise FetchRefused("fetch_failed", f"{shown(url)}: {type(exc).__name__}") from None
     raise FetchRefused("fetch_failed", f"{shown(url)}: {failure}")
+
+
+def _declared_too_large(response: httpx.Response, url: httpx.URL, max_bytes: int) -> None:
+    declared = response.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise FetchRefused("too_large", f"{shown(url)} is {declared} bytes; at most {max_bytes}")
+
+
+async def _read_capped(response: httpx.Response, url: httpx.URL, max_bytes: int) -> bytes:
+    """The whole body in memory, refused as soon as it passes ``max_bytes``."""
+    _declared_too_large(response, url, max_bytes)
+    body = bytearray()
+    try:
+        async for chunk in response.aiter_raw(_CHUNK):
+            body += chunk
+            if len(body) > max_bytes:
+                raise FetchRefused("too_large", f"{shown(url)} sends more than {max_bytes} bytes")
+    except httpx.HTTPError as exc:
+        raise FetchRefused("fetch_failed", f"{shown(url)}: {type(exc).__name__}") from None
+    return bytes(body)
 
 
 async def _save(
@@ -273,9 +373,7 @@ async def _save(
     max_bytes: int,
     dest_dir: str | os.PathLike[str] | None,
 ) -> Fetched:
-    declared = response.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise FetchRefused("too_large", f"{shown(url)} is {declared} bytes; at most {max_bytes}")
+    _declared_too_large(response, url, max_bytes)
     path = Path(await anyio.to_thread.run_sync(_private_file, dest_dir))
     digest = hashlib.sha256()
     size = 0

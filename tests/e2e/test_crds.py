@@ -66,7 +66,7 @@ def test_valid_installation_is_accepted(kubectl: Kubectl, crds: None, namespace:
 def test_two_sources_are_refused(kubectl: Kubectl, crds: None, namespace: str) -> None:
     stderr = refused(kubectl, MANIFESTS / "crd-bundle-two-sources.yaml", namespace)
 
-    assert "exactly one source: inline, configMapRef, url or mcpb" in stderr
+    assert "exactly one source: inline, configMapRef, url, mcpb or registry" in stderr
     assert kubectl.get_or_none("bundle", "two-sources", namespace) is None
 
 

@@ -10,10 +10,8 @@ from pathlib import Path
 import httpx
 
 from bundle_operator.document.source import MAX_SOURCE_BYTES
-from bundle_operator.fetch import FetchRefused, fetch_to_file, shown
+from bundle_operator.fetch import PRIVATE_NETWORKS, FetchRefused, fetch_to_file, shown
 
-# What --allow-private-sources opens up for a URL: loopback and the private ranges (tests only).
-PRIVATE_NETWORKS = ("127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
 # Refusals that mean the URL or checksum as given cannot be used at all (a usage error, exit 2);
 # the others say the document behind a usable URL could not be read (exit 1).
 USAGE_REFUSALS = frozenset({"not_https", "credentials_in_url", "bad_url", "bad_checksum"})

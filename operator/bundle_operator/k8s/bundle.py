@@ -9,10 +9,12 @@ from pydantic import ValidationError
 
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.bundle_status import bundle_status_fields
+from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import Retry, backoff
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, BundleSpec
+from bundle_operator.k8s.source_types import Resolved
 from bundle_operator.k8s.sources import SourceError, SourceSettings, resolve
 
 _UNRESOLVED: dict[str, Any] = {
@@ -21,6 +23,7 @@ _UNRESOLVED: dict[str, Any] = {
     "version": None,
     "entities": None,
     "setupFields": None,
+    "source": None,
     "signature": None,
     "issues": None,
 }
@@ -28,18 +31,23 @@ _UNRESOLVED: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class BundleOutcome:
-    """What the reconcile found: the digest installations depend on (None when unusable)."""
+    """What the reconcile found: the digest installations depend on (None when unusable).
+
+    ``reason`` is the Stalled or retry reason, None when the Bundle resolved.
+    """
 
     result: ReconcileResult
     digest: str | None
+    reason: str | None = None
 
 
 class BundleReconciler:
     """Resolves Bundles."""
 
-    def __init__(self, kube: Kube, settings: SourceSettings) -> None:
+    def __init__(self, kube: Kube, settings: SourceSettings, events: Events | None = None) -> None:
         self.kube = kube
         self.settings = settings
+        self.events = events
 
     async def reconcile(self, body: dict[str, Any], *, attempt: int = 0) -> BundleOutcome:
         """Resolve and analyze; write status. Raises Retry on a temporary failure."""
@@ -48,12 +56,14 @@ class BundleReconciler:
         conditions: list[cond.Cond]
         result: ReconcileResult = "success"
         digest: str | None = None
+        reason: str | None = None
         try:
             spec = BundleSpec.model_validate(body.get("spec") or {})
             resolved = await resolve(spec.source, meta["namespace"], self.kube, self.settings)
         except ValidationError as exc:
             patch = dict(_UNRESOLVED)
-            conditions = cond.stalled("InvalidSpec", cond.spec_error(exc))
+            reason = "InvalidSpec"
+            conditions = cond.stalled(reason, cond.spec_error(exc))
             result = "stalled"
         except SourceError as exc:
             if not exc.permanent:
@@ -61,10 +71,12 @@ class BundleReconciler:
                 raise Retry(exc.message, backoff(attempt)) from None
             # A source that no longer resolves must not keep claiming the last digest.
             patch = dict(_UNRESOLVED)
+            reason = exc.reason
             conditions = cond.stalled(exc.reason, exc.message)
             result = "stalled"
         else:
             patch = bundle_status_fields(resolved)
+            await self._announce(body, resolved)
             issues = patch.get("issues") or []
             blocking = [i for i in issues if i.get("severity") == "Blocking"]
             if blocking:
@@ -73,16 +85,32 @@ class BundleReconciler:
                     f"the document has {len(blocking)} blocking issues ({', '.join(codes)}); "
                     "status.issues lists each with its path; fix the document"
                 )
-                conditions = cond.stalled("InvalidDocument", message)
+                reason = "InvalidDocument"
+                conditions = cond.stalled(reason, message)
                 result = "stalled"
             else:
                 name, version = patch.get("bundleName"), patch.get("version")
-                conditions = cond.ready(
-                    "Resolved", f"bundle {name} {version or ''} from {resolved.origin}".replace("  ", " ")
-                )
+                message = f"bundle {name} {version or ''} from {resolved.origin}".replace("  ", " ")
+                conditions = cond.ready("Resolved", "; ".join([message, *resolved.warnings]))
                 digest = patch.get("digest")
         await self._write(body, patch, conditions, True)
-        return BundleOutcome(result, digest)
+        return BundleOutcome(result, digest, reason)
+
+    async def _announce(self, body: dict[str, Any], resolved: Resolved) -> None:
+        """Events for what a registry read found: a deprecated record, a new version of latest."""
+        if self.events is None or resolved.source is None:
+            return
+        for warning in resolved.warnings:
+            await self.events.post(body, "Warning", "RegistryRecordDeprecated", warning)
+        before = ((body.get("status") or {}).get("source") or {}).get("version")
+        now = resolved.source.version
+        if before is not None and before != now:
+            await self.events.post(
+                body,
+                "Normal",
+                "RegistryVersionChanged",
+                f"{resolved.source.server} resolves to {now} (was {before})",
+            )
 
     async def _write(
         self, body: dict[str, Any], patch: dict[str, Any], conditions: list[cond.Cond], observed: bool

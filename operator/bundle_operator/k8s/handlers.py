@@ -326,6 +326,60 @@ async def bundle_deleted(namespace: str | None, name: str, **kwargs: Any) -> Non
     await _nudge(INSTALLATION_PLURAL, namespace or "", users, inputs_marker("Bundle", name, "deleted"))
 
 
+def _registry_source(spec: kopf.Spec, **_: Any) -> bool:
+    return isinstance((spec.get("source") or {}).get("registry"), dict)
+
+
+# After a record changed between its two reads (a publish under way), read it again this soon.
+REGISTRY_CHANGED_RETRY_SECONDS = 60.0
+
+
+@kopf.daemon(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY, cancellation_timeout=10, when=_registry_source)
+async def registry_refresh(
+    stopped: kopf.DaemonStopped, meta: kopf.Meta, namespace: str | None, name: str, **kwargs: Any
+) -> None:
+    """Reads a registry source's record again every ``refreshInterval``, through the same reconcile:
+    a new latest version, a deprecation or a deletion shows in status and reaches installations."""
+    rt = runtime()
+    uid = meta["uid"]
+    wait: float | None = None
+    attempt = 0
+    while not stopped and namespace is not None:
+        fresh = await rt.kube.read_custom(BUNDLE_PLURAL, namespace, name)
+        if fresh is None or fresh["metadata"].get("uid") != uid or fresh["metadata"].get("deletionTimestamp"):
+            return
+        registry = ((fresh.get("spec") or {}).get("source") or {}).get("registry") or {}
+        interval = parse_interval(registry.get("refreshInterval"), 3600.0)
+        await stopped.wait(interval if wait is None else min(wait, interval))
+        if stopped:
+            return
+        wait = None
+        extra = object_extra("Bundle", namespace, name, uid)
+        try:
+            fresh = await rt.kube.read_custom(BUNDLE_PLURAL, namespace, name)
+            if fresh is None or fresh["metadata"].get("uid") != uid:
+                return
+            async with rt.lock(uid):
+                outcome = await rt.bundles.reconcile(fresh)
+                rt.last_run[uid] = time.monotonic()
+            attempt = 0
+            if outcome.reason == "RegistryRecordChanged":
+                wait = REGISTRY_CHANGED_RETRY_SECONDS
+            marker = inputs_marker("Bundle", name, outcome.digest or "unresolved")
+            await _nudge(
+                INSTALLATION_PLURAL,
+                namespace,
+                kwargs["installations_by_bundle"].get((namespace, name)),
+                marker,
+            )
+        except Retry as exc:
+            wait, attempt = exc.delay, attempt + 1
+            log.info("registry refresh will be retried in %.0f s: %s", exc.delay, exc, extra=extra)
+        except Exception:
+            wait, attempt = backoff(attempt), attempt + 1
+            log.exception("registry refresh failed", extra=extra)
+
+
 # --- BundleInstallation ---------------------------------------------------------------------------
 
 

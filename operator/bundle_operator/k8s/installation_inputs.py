@@ -20,8 +20,16 @@ from bundle_operator.engine.record import Record
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.kube import Kube
 from bundle_operator.k8s.reconcile import OperatorSettings, Retry, backoff, platform_key
-from bundle_operator.k8s.resources import BUNDLE_PLURAL, BundleInstallationSpec, BundleSource
+from bundle_operator.k8s.registry_source import pinned, resolve_registry
+from bundle_operator.k8s.resources import (
+    BUNDLE_PLURAL,
+    BundleInstallationSpec,
+    BundleSource,
+    RegistrySource,
+    SourceStatus,
+)
 from bundle_operator.k8s.setup import SetupProblem
+from bundle_operator.k8s.source_types import Resolved
 from bundle_operator.k8s.sources import SourceError, resolve
 from bundle_operator.k8s.state import StateStore
 from bundle_operator.platform.protocol import PlatformAPI
@@ -102,7 +110,10 @@ async def read_bundle(
     except ValidationError:
         raise SetupProblem("BundleNotReady", f"Bundle '{name}' has an invalid spec.source") from None
     try:
-        resolved = await resolve(source, namespace, kube, settings.sources)
+        if source.registry is not None:
+            resolved = await _registry_as_resolved(source.registry, obj, settings)
+        else:
+            resolved = await resolve(source, namespace, kube, settings.sources)
     except SourceError as exc:
         if exc.permanent:
             raise SetupProblem("BundleNotReady", f"Bundle '{name}': {exc.message}") from None
@@ -116,6 +127,26 @@ async def read_bundle(
             "fix the document",
         )
     return parsed
+
+
+async def _registry_as_resolved(
+    source: RegistrySource, bundle: dict[str, Any], settings: OperatorSettings
+) -> Resolved:
+    """What the Bundle resolved its registry record to: that version and digest, never a newer read
+    of ``latest`` that the Bundle's status does not show yet (DESIGN.md §9.3)."""
+    name = bundle["metadata"]["name"]
+    meta, status = bundle["metadata"], bundle.get("status") or {}
+    try:
+        used = SourceStatus.model_validate(status.get("source")) if status.get("source") else None
+    except ValidationError:
+        used = None
+    if used is None or status.get("observedGeneration") != meta.get("generation"):
+        raise SetupProblem(
+            "BundleNotReady",
+            f"Bundle '{name}' has not resolved its registry record yet; see its conditions "
+            "(the installation continues by itself once it has)",
+        )
+    return await resolve_registry(pinned(source, used), settings.sources, reuse=True)
 
 
 async def read_claim(kube: Kube, peer: Peer) -> BundleClaim:

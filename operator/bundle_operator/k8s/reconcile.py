@@ -20,7 +20,7 @@ from bundle_operator.k8s.metrics import ReconcileResult
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.resources import BundleInstallationSpec
 from bundle_operator.k8s.setup import SetupProblem, secret_value
-from bundle_operator.k8s.sources import SourceSettings
+from bundle_operator.k8s.source_types import SourceSettings
 from bundle_operator.platform.errors import NotFound, PlatformError, PreconditionFailed, Unavailable
 from bundle_operator.platform.protocol import PlatformAPI
 

@@ -13,6 +13,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from bundle_operator.registry.names import (
+    LATEST,
+    REGISTRY_URL_PATTERN,
+    SERVER_NAME_MAX,
+    SERVER_NAME_PATTERN,
+    VERSION_MAX,
+    VERSION_PATTERN,
+)
+
 GROUP = "bundle-operator.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -124,14 +133,46 @@ class McpbSource(_Model):
     )
 
 
+class RegistrySource(_Model):
+    """An MCP Registry record whose .mcpb package is downloaded, checked and converted (DESIGN.md §9.3)."""
+
+    url: str = Field(
+        pattern=REGISTRY_URL_PATTERN,
+        max_length=2048,
+        description="The registry's base URL (https), e.g. https://registry.modelcontextprotocol.io.",
+    )
+    server: str = Field(
+        pattern=SERVER_NAME_PATTERN,
+        min_length=3,
+        max_length=SERVER_NAME_MAX,
+        description="The server's name in the registry, namespace/name (e.g. io.github.owner/name).",
+    )
+    version: str = Field(
+        default=LATEST,
+        pattern=VERSION_PATTERN,
+        max_length=VERSION_MAX,
+        description="The version to install, or latest (read again every refreshInterval).",
+    )
+    file_sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="The archive's SHA-256 for a record that gives none; must equal the record's if both do.",
+    )
+    refresh_interval: str = Field(
+        default="1h",
+        pattern=r"^([0-9]+(s|m|h))+$",
+        description="How often the record is read again (a new latest version, a deprecation, a deletion).",
+    )
+
+
 class BundleSource(_Model):
-    """Where the bundle document comes from: exactly one of inline, configMapRef, url, mcpb."""
+    """Where the bundle document comes from: exactly one of inline, configMapRef, url, mcpb, registry."""
 
     model_config = ConfigDict(
         json_schema_extra=_cel(
-            "[has(self.inline), has(self.configMapRef), has(self.url), has(self.mcpb)]"
+            "[has(self.inline), has(self.configMapRef), has(self.url), has(self.mcpb), has(self.registry)]"
             ".filter(x, x).size() == 1",
-            "exactly one source: inline, configMapRef, url or mcpb",
+            "exactly one source: inline, configMapRef, url, mcpb or registry",
         )
     )
 
@@ -145,6 +186,9 @@ class BundleSource(_Model):
     )
     url: UrlSource | None = Field(default=None, description="A document fetched over HTTPS.")
     mcpb: McpbSource | None = Field(default=None, description="A .mcpb archive converted to a bundle.")
+    registry: RegistrySource | None = Field(
+        default=None, description="An MCP Registry record whose .mcpb package is converted to a bundle."
+    )
 
 
 class BundleSpec(_Model):
@@ -187,6 +231,16 @@ class SignatureStatus(_Model):
     fingerprint_sha256: str | None = Field(default=None, description="The signer certificate's SHA-256.")
 
 
+class SourceStatus(_Model):
+    """What a registry source resolved to: the record and the archive that were used."""
+
+    registry: str = Field(description="The registry's base URL.")
+    server: str = Field(description="The server's name in the registry.")
+    version: str = Field(description="The version used (for latest, the version it resolved to).")
+    package_url: str = Field(description="The .mcpb package's URL, without its query string.")
+    sha256: str = Field(description="The SHA-256 the downloaded archive was checked against.")
+
+
 class BundleStatus(_Model):
     """What the operator found in the source."""
 
@@ -200,8 +254,11 @@ class BundleStatus(_Model):
     setup_fields: list[SetupFieldStatus] = Field(
         default_factory=list, description="The setup values an installation must supply."
     )
+    source: SourceStatus | None = Field(
+        default=None, description="What a registry source resolved to (registry sources only)."
+    )
     signature: SignatureStatus | None = Field(
-        default=None, description="The archive's MCPB signature (mcpb sources only)."
+        default=None, description="The archive's MCPB signature (mcpb and registry sources)."
     )
     issues: list[StatusIssue] = Field(
         default_factory=list, description="What analyze found: Blocking issues stop every install."

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from bundle_operator.fetch import tls_context
 from bundle_operator.k8s import handlers
 from bundle_operator.k8s.bundle import BundleReconciler
 from bundle_operator.k8s.events import Events
@@ -45,7 +46,7 @@ from bundle_operator.k8s.logs import configure_logging
 from bundle_operator.k8s.metrics import METRICS, REGISTRY, InstrumentedTransport, PlatformLoad, serve_metrics
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.reconcile import OperatorSettings
-from bundle_operator.k8s.sources import SourceSettings
+from bundle_operator.k8s.source_types import SourceSettings
 from bundle_operator.k8s.webhook import serve_webhook
 from bundle_operator.k8s.webhook_certs import CertificateKeeper, CertificateSettings
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
@@ -312,7 +313,11 @@ async def run_operator(options: RunOptions) -> None:
     )
     load = PlatformLoad(platforms)
     REGISTRY.register(load)
-    sources = SourceSettings(allow_private_sources=options.allow_private_sources)
+    try:
+        trust = tls_context()
+    except ValueError as exc:
+        raise SystemExit(f"bundlectl operator run: {exc}") from None
+    sources = SourceSettings(allow_private_sources=options.allow_private_sources, verify=trust)
     settings = OperatorSettings(
         options.platform_url, options.platform_token, sources, options.platform_token_file
     )
@@ -322,7 +327,7 @@ async def run_operator(options: RunOptions) -> None:
     handlers.RUNTIME = handlers.Runtime(
         kube=kube,
         installations=installations,
-        bundles=BundleReconciler(kube, sources),
+        bundles=BundleReconciler(kube, sources, events),
         liveness=liveness,
         default_platform_url=options.platform_url,
         workers=options.workers,

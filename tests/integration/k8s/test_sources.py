@@ -586,6 +586,7 @@ async def test_status_fields_of_the_triage_example(reader: FakeReader, settings:
                 "description": None,
             },
         ],
+        "source": None,
         "signature": None,
         "issues": [],
     }

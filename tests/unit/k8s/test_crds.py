@@ -157,7 +157,8 @@ def rules(node: dict[str, Any]) -> dict[str, str]:
 
 def test_cross_field_rules_sit_on_the_parents() -> None:
     bundle = schema_of(load("bundles.bundle-operator.dev.yaml"))
-    assert "exactly one source: inline, configMapRef, url or mcpb" in rules(node_at(bundle, "spec.source"))
+    one_source = "exactly one source: inline, configMapRef, url, mcpb or registry"
+    assert one_source in rules(node_at(bundle, "spec.source"))
     mcpb = rules(node_at(bundle, "spec.source.mcpb"))
     assert set(mcpb) == {"exactly one archive: url, configMapRef or secretRef", "mcpb.url requires sha256"}
 

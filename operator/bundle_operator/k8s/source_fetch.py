@@ -1,0 +1,114 @@
+"""Downloads for Bundle sources through the guarded fetcher, and its refusals as conditions.
+
+Messages name the field to fix and show URLs without their query string, which may hold a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+
+from bundle_operator.fetch import PRIVATE_NETWORKS, FetchRefused, fetch_to_file, shown
+from bundle_operator.k8s.source_types import SourceError, SourceSettings, invalid
+
+_RETRYABLE_STATUS = frozenset({408, 425, 429})
+# FetchRefused codes for failures that may pass by themselves: the source is retried with backoff.
+_TRANSIENT_FETCH_CODES = frozenset({"dns_failed", "timeout", "fetch_failed"})
+# What to do about a download refused for good, by FetchRefused code.
+_FETCH_HINTS = {
+    "address_not_public": "only public addresses are fetched; serve the file from one",
+    "not_https": "only https URLs are fetched",
+    "credentials_in_url": "put no user or password in the URL",
+    "too_large": "serve a smaller file",
+}
+
+
+def allowed_networks(settings: SourceSettings) -> tuple[str, ...]:
+    """The non-public networks a fetch may reach under these settings (none in production)."""
+    return PRIVATE_NETWORKS if settings.allow_private_sources else ()
+
+
+async def download(
+    url: str,
+    sha256: str,
+    max_bytes: int,
+    settings: SourceSettings,
+    field: str,
+    *,
+    too_large: str = "FetchFailed",
+) -> Path:
+    """Fetch ``url`` into a private file checked against ``sha256``; the caller removes the file.
+
+    ``too_large`` is the reason a file over ``max_bytes`` stalls with.
+    """
+    try:
+        fetched = await fetch_to_file(
+            url,
+            expected_sha256=sha256,
+            max_bytes=max_bytes,
+            dest_dir=settings.cache_dir,
+            allow_networks=allowed_networks(settings),
+            verify=settings.verify,
+            total_timeout=settings.download_timeout,
+        )
+    except FetchRefused as refusal:
+        if refusal.code == "too_large":
+            raise SourceError(
+                too_large, f"{field}: {refusal.reason}; serve a smaller file", permanent=True
+            ) from None
+        raise fetch_error(refusal, field) from None
+    except OSError as exc:  # the download could not be written: disk full, cache_dir gone
+        raise SourceError(
+            "FetchFailed",
+            f"{field}: the download could not be saved ({exc.strerror or type(exc).__name__})",
+            permanent=False,
+        ) from None
+    return fetched.path
+
+
+def fetch_error(refusal: FetchRefused, field: str) -> SourceError:
+    """A refused download as a condition: its reason names the host and path, never the query."""
+    if refusal.code == "checksum_mismatch":
+        return SourceError(
+            "ChecksumMismatch",
+            f"{field}: {refusal.reason}; correct the sha256 or the file it points at",
+            permanent=True,
+        )
+    if refusal.code == "bad_checksum":
+        return invalid(f"{field}: the sha256 is not 64 hex digits")
+    if refusal.code in _TRANSIENT_FETCH_CODES or _retryable_status(refusal):
+        return SourceError("FetchFailed", f"{field}: {refusal.reason}", permanent=False)
+    hint = _FETCH_HINTS.get(refusal.code, "correct the URL or what it serves")
+    return SourceError("FetchFailed", f"{field}: {refusal.reason}; {hint}", permanent=True)
+
+
+def _retryable_status(refusal: FetchRefused) -> bool:
+    """5xx, 408, 425 and 429 may pass; any other status (404, 403) needs the URL or server fixed."""
+    if refusal.code != "http_status":
+        return False
+    if refusal.status is None:
+        return True  # unknown: retrying with backoff is the safe side
+    return refusal.status >= 500 or refusal.status in _RETRYABLE_STATUS
+
+
+def shown_url(url: str) -> str:
+    """The URL as people may see it: no query string, no credentials."""
+    try:
+        return shown(httpx.URL(url))
+    except httpx.InvalidURL:
+        return "(a URL that cannot be read)"
+
+
+async def read_and_remove(path: Path) -> bytes:
+    """The bytes of a download, which is then removed."""
+    try:
+        return await asyncio.to_thread(path.read_bytes)
+    finally:
+        await remove(path)
+
+
+async def remove(path: Path) -> None:
+    """Remove a download; shielded, so a cancelled reconcile still leaves nothing behind."""
+    await asyncio.shield(asyncio.to_thread(path.unlink, missing_ok=True))

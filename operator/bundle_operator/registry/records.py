@@ -1,0 +1,222 @@
+"""A registry record read from its bytes, and whether its .mcpb package can be installed (seed 003).
+
+A record is the API's ``ServerResponse``: ``{"server": {name, version, packages, ...}, "_meta":
+{"io.modelcontextprotocol.registry/official": {status, isLatest, ...}}}``. Only the fields used here
+are typed; the rest is kept as given, for people to read. A record is installable only when its
+``mcpb`` package has an https URL without credentials and a digest is known (the record's
+``fileSha256``, or the one the user pinned when the record has none); both given and different is
+a conflict, and a deleted record is never installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from bundle_operator.document.issues import printable
+from bundle_operator.fetch import shown
+
+OFFICIAL = "io.modelcontextprotocol.registry/official"
+MCPB = "mcpb"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_STATUS_MESSAGE_MAX = 300
+
+Status = Literal["active", "deprecated", "deleted"]
+
+
+class RecordInvalid(ValueError):
+    """The answer is not a record this reader can use; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Package:
+    """One entry of ``server.packages``."""
+
+    registry_type: str
+    identifier: str
+    file_sha256: str | None
+    version: str | None
+
+
+@dataclass(frozen=True)
+class Record:
+    """One version of one server, as the registry published it."""
+
+    name: str
+    version: str
+    description: str
+    packages: tuple[Package, ...]
+    status: Status
+    status_message: str | None
+    is_latest: bool | None
+    server: dict[str, Any] = field(repr=False)  # the record's server object, as given
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of what the record says (server object and status), to tell two reads apart."""
+        canonical = json.dumps([self.server, self.status], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def mcpb_package(self) -> Package | None:
+        """The first package of type mcpb, or None."""
+        return next((p for p in self.packages if p.registry_type == MCPB), None)
+
+
+def parse_record(body: bytes) -> Record:
+    """The record in an answer's bytes; ``RecordInvalid`` when it is not JSON or not a record."""
+    try:
+        data = json.loads(body)
+    except UnicodeDecodeError:
+        raise RecordInvalid("the answer is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise RecordInvalid(f"the answer is not JSON (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise RecordInvalid("the answer nests too deeply to be a record") from None
+    return record_of(data, "")
+
+
+def record_of(data: object, where: str) -> Record:
+    """A ``ServerResponse`` object as a Record; ``where`` prefixes field names (``servers/3``)."""
+    if not isinstance(data, dict):
+        raise RecordInvalid(f"{where or 'the answer'} is not a JSON object")
+    server = data.get("server")
+    if not isinstance(server, dict):
+        raise RecordInvalid(f"{where}/server is missing or not an object")
+    name = _text(server, "name", f"{where}/server")
+    version = _text(server, "version", f"{where}/server")
+    description = server.get("description")
+    packages = server.get("packages", [])
+    if packages is None:
+        packages = []
+    if not isinstance(packages, list):
+        raise RecordInvalid(f"{where}/server/packages is not a list")
+    meta = data.get("_meta")
+    official = meta.get(OFFICIAL) if isinstance(meta, dict) else None
+    official = official if isinstance(official, dict) else {}
+    status = official.get("status", "active")
+    if status not in ("active", "deprecated", "deleted"):
+        raise RecordInvalid(f"{where}/_meta/{OFFICIAL}/status is not active, deprecated or deleted")
+    message = official.get("statusMessage")
+    latest = official.get("isLatest")
+    return Record(
+        name=name,
+        version=version,
+        description=printable(description) if isinstance(description, str) else "",
+        packages=tuple(_package(p, f"{where}/server/packages/{i}") for i, p in enumerate(packages)),
+        status=status,
+        status_message=printable(message[:_STATUS_MESSAGE_MAX]) if isinstance(message, str) else None,
+        is_latest=latest if isinstance(latest, bool) else None,
+        server=server,
+    )
+
+
+def _text(obj: dict[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value:
+        raise RecordInvalid(f"{where}/{key} is missing or not a string")
+    return value
+
+
+def _package(data: object, where: str) -> Package:
+    if not isinstance(data, dict):
+        raise RecordInvalid(f"{where} is not an object")
+    digest = data.get("fileSha256")
+    if digest is not None and (not isinstance(digest, str) or not _SHA256.match(digest.lower())):
+        raise RecordInvalid(f"{where}/fileSha256 is not 64 hex digits")
+    version = data.get("version")
+    return Package(
+        registry_type=_text(data, "registryType", where),
+        identifier=_text(data, "identifier", where),
+        file_sha256=digest.lower() if isinstance(digest, str) else None,
+        version=version if isinstance(version, str) else None,
+    )
+
+
+# ------------------------------------------------------------------------------------ installable
+
+
+@dataclass(frozen=True)
+class Installable:
+    """The archive to download and the digest it must have; ``warning`` for a deprecated record."""
+
+    package_url: str
+    sha256: str
+    digest_from: Literal["record", "spec"]
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class NotInstallable:
+    """Why nothing may be downloaded: ``reason`` is the Bundle's Stalled reason (DESIGN.md §9.3)."""
+
+    reason: str
+    message: str
+
+
+def installable(record: Record, pinned_sha256: str | None = None) -> Installable | NotInstallable:
+    """Whether the record's mcpb package may be downloaded, and with which digest (seed 003)."""
+    if record.status == "deleted":
+        why = f": {record.status_message}" if record.status_message else ""
+        return NotInstallable(
+            "RegistryRecordDeleted", f"{record.name} {record.version} is deleted in the registry{why}"
+        )
+    package = record.mcpb_package()
+    if package is None:
+        kinds = sorted({printable(p.registry_type) for p in record.packages})
+        has = f" (it has {', '.join(kinds)} packages)" if kinds else " (it has no packages)"
+        return NotInstallable(
+            "RegistryNoMcpbPackage", f"{record.name} {record.version} has no mcpb package{has}"
+        )
+    refused = package_url_problem(package.identifier)
+    if refused is not None:
+        return NotInstallable("InsecurePackageUrl", refused)
+    pinned = pinned_sha256.lower() if pinned_sha256 else None
+    if package.file_sha256 is not None and pinned is not None and package.file_sha256 != pinned:
+        return NotInstallable(
+            "RegistryChecksumConflict",
+            f"the record gives fileSha256 {package.file_sha256}, the spec pins {pinned}; nothing is "
+            "downloaded while they differ",
+        )
+    digest = package.file_sha256 or pinned
+    if digest is None:
+        return NotInstallable(
+            "RegistryChecksumMissing",
+            f"the mcpb package of {record.name} {record.version} has no fileSha256; download the "
+            "archive from its publisher and pin its SHA-256 in fileSha256, or use an mcpb source",
+        )
+    warning = None
+    if record.status == "deprecated":
+        why = f": {record.status_message}" if record.status_message else ""
+        warning = f"{record.name} {record.version} is deprecated in the registry{why}"
+    return Installable(
+        package_url=package.identifier,
+        sha256=digest,
+        digest_from="record" if package.file_sha256 is not None else "spec",
+        warning=warning,
+    )
+
+
+def package_url_problem(identifier: str) -> str | None:
+    """Why an mcpb package URL may not be fetched (not https, credentials in it), or None."""
+    try:
+        url = httpx.URL(identifier)
+    except httpx.InvalidURL:
+        return "the mcpb package URL cannot be read as a URL"
+    if url.scheme != "https" or not url.host:
+        return f"the mcpb package URL is not an https URL ({printable(url.scheme or 'no scheme')})"
+    if url.userinfo:
+        return f"the mcpb package URL {shown(url)} carries credentials; only plain https URLs are fetched"
+    return None
+
+
+def shown_url(identifier: str) -> str:
+    """A package URL as messages and status show it: no query string, no credentials."""
+    try:
+        return shown(httpx.URL(identifier))
+    except httpx.InvalidURL:
+        return "(a URL that cannot be read)"
