@@ -104,7 +104,7 @@ class RegistryClient:
             query["cursor"] = cursor
         body = await self._get(f"{self.base}/v0.1/servers?{urlencode(query)}", MAX_PAGE_BYTES, not_found=None)
         try:
-            data = json.loads(body)
+            data = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise RegistryError(
                 "RegistryRecordInvalid", "the registry's list is not JSON", permanent=True

@@ -70,7 +70,8 @@ class Record:
 def parse_record(body: bytes) -> Record:
     """The record in an answer's bytes; ``RecordInvalid`` when it is not JSON or not a record."""
     try:
-        data = json.loads(body)
+        # RFC 8259: JSON between systems is UTF-8; json.loads would also guess UTF-16 or UTF-32.
+        data = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError:
         raise RecordInvalid("the answer is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
