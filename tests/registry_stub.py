@@ -132,7 +132,15 @@ class StubRegistry:
     def _list(self, query: dict[str, list[str]]) -> dict[str, Any]:
         text = (query.get("search") or [""])[0]
         limit = int((query.get("limit") or ["30"])[0])
-        names = sorted(name for name in self.latest if text in name)
+        deleted = query.get("include_deleted") != ["true"]
+        names = sorted(
+            name
+            for name in self.latest
+            if text in name
+            and not (
+                deleted and self.records[(name, self.latest[name])]["_meta"][OFFICIAL]["status"] == "deleted"
+            )
+        )
         cursor = (query.get("cursor") or [None])[0]
         start = int(base64.urlsafe_b64decode(cursor).decode()) if cursor else 0
         page = names[start : start + limit]

@@ -324,6 +324,18 @@ async def _follow(
     raise FetchRefused("too_many_redirects", f"more than {max_redirects} redirects")
 
 
+def _certificate_problem(exc: BaseException) -> str | None:
+    """The verifier's complaint when a connection failed on the server's certificate, else None."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen.verify_message or "certificate verify failed"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _private_file(dest_dir: str | os.PathLike[str] | None) -> str:
     fd, name = tempfile.mkstemp(prefix=".fetch-", dir=dest_dir)  # mode 0600
     os.close(fd)
@@ -339,6 +351,13 @@ async def _connect(
         try:
             return await client.send(_pinned_request(client, url, ip, accept), stream=True)
         except httpx.ConnectError as exc:
+            untrusted = _certificate_problem(exc)
+            if untrusted is not None:
+                # Another address of the same name would present the same certificate.
+                raise FetchRefused(
+                    "tls_untrusted",
+                    f"{shown(url)}: its TLS certificate is not trusted ({untrusted})",
+                ) from None
             failure = type(exc).__name__
             continue
         except httpx.HTTPError as exc:

@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bundle_operator.commands import analyze, approve, install, listing, manage, mcpb
+from bundle_operator.commands import analyze, approve, install, listing, manage, mcpb, registry
 from bundle_operator.commands import operator as operator_command
 from bundle_operator.commands import platform as platform_command
 
@@ -22,6 +22,7 @@ COMMANDS: list[Register] = [
     listing.register,
     platform_command.register,
     mcpb.register,
+    registry.register,
     operator_command.register,
     approve.register,
 ]

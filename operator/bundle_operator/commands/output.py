@@ -59,7 +59,7 @@ def emit_preview(
             # The same JSON, with every non-ASCII character as a \u escape.
             text = json.dumps(data, indent=2, ensure_ascii=True) + "\n"
     else:
-        text = render_table(preview, outcome)
+        text = rendertable_lines(preview, outcome)
         if not _encodes(text, encoding):
             text = text.encode(encoding, "backslashreplace").decode(encoding)
     stream.write(text)
@@ -74,7 +74,8 @@ def _encodes(text: str, encoding: str) -> bool:
     return True
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+def table_lines(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """Aligned columns under their headers, every cell printable."""
     rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
@@ -82,7 +83,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def render_table(preview: Preview, outcome: InstallOutcome | None = None) -> str:
+def rendertable_lines(preview: Preview, outcome: InstallOutcome | None = None) -> str:
     """The preview as text for a person; after a failed install, what was rolled back."""
     lines: list[str] = []
     if preview.bundle is None:
@@ -98,7 +99,7 @@ def render_table(preview: Preview, outcome: InstallOutcome | None = None) -> str
             [e.kind, e.key, e.action, *([e.id or ""] if with_ids else []), e.reason or ""]
             for e in preview.entities
         ]
-        lines += _table(headers, rows)
+        lines += table_lines(headers, rows)
     if preview.issues:
         lines.append("")
         rows = [
@@ -110,7 +111,7 @@ def render_table(preview: Preview, outcome: InstallOutcome | None = None) -> str
             ]
             for i in preview.issues
         ]
-        lines += _table(["SEVERITY", "CODE", "WHERE", "MESSAGE"], rows)
+        lines += table_lines(["SEVERITY", "CODE", "WHERE", "MESSAGE"], rows)
     blockers = sum(1 for i in preview.issues if i.blocking)
     warnings = len(preview.issues) - blockers
     lines.append("")

@@ -22,11 +22,12 @@ class SourceInputError(Exception):
 
 
 class SourceFetchError(SourceInputError):
-    """The URL could not be fetched; ``code`` is the fetcher's refusal code."""
+    """The URL could not be fetched; ``refusal`` is the fetcher's, ``code`` its refusal code."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+    def __init__(self, refusal: FetchRefused) -> None:
+        super().__init__(refusal.reason)
+        self.refusal = refusal
+        self.code = refusal.code
 
 
 def is_url(name: str) -> bool:
@@ -77,10 +78,11 @@ def fetch_source(
             )
         )
     except FetchRefused as refusal:
-        raise SourceFetchError(refusal.code, refusal.reason) from None
+        raise SourceFetchError(refusal) from None
     except OSError as exc:  # the download could not be written: disk full, no temporary directory
         reason = exc.strerror or type(exc).__name__
-        raise SourceFetchError("fetch_failed", f"{_safe(url)}: could not be saved ({reason})") from None
+        saved = FetchRefused("fetch_failed", f"{_safe(url)}: could not be saved ({reason})")
+        raise SourceFetchError(saved) from None
     try:
         return fetched.path.read_bytes()
     finally:

@@ -107,6 +107,22 @@ class Code(StrEnum):
     SOURCE_CRAWLED_AS_WRITTEN = "source_crawled_as_written"
     TENANT_ADDRESS_AS_WRITTEN = "tenant_address_as_written"
     INVALID_APP_DOCUMENT = "invalid_app_document"
+    # A source refused before any document was read (bundlectl analyze of a URL or registry record):
+    # the Bundle's Stalled reason for the same refusal, in snake case.
+    FETCH_FAILED = "fetch_failed"
+    CHECKSUM_MISMATCH = "checksum_mismatch"
+    ARCHIVE_REFUSED = "archive_refused"
+    SIGNATURE_INVALID = "signature_invalid"
+    INSECURE_PACKAGE_URL = "insecure_package_url"
+    REGISTRY_RECORD_NOT_FOUND = "registry_record_not_found"
+    REGISTRY_RECORD_DELETED = "registry_record_deleted"
+    REGISTRY_RECORD_CHANGED = "registry_record_changed"
+    REGISTRY_RECORD_INVALID = "registry_record_invalid"
+    REGISTRY_NO_MCPB_PACKAGE = "registry_no_mcpb_package"
+    REGISTRY_CHECKSUM_MISSING = "registry_checksum_missing"
+    REGISTRY_CHECKSUM_CONFLICT = "registry_checksum_conflict"
+    REGISTRY_UNAVAILABLE = "registry_unavailable"
+    REGISTRY_REFUSED = "registry_refused"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ _FETCH_HINTS = {
     "not_https": "only https URLs are fetched",
     "credentials_in_url": "put no user or password in the URL",
     "too_large": "serve a smaller file",
+    "tls_untrusted": "trust its CA (SSL_CERT_FILE in the operator's environment, --ca-file for bundlectl)",
 }
 
 

@@ -80,33 +80,59 @@ def test_an_https_url_is_fetched_without_a_checksum_and_analyzed(server: Server)
     assert done.returncode == 1 and "unknown_reference" in done.stdout
 
 
+def refusal(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    """The one blocking issue of a refused source, from analyze's JSON answer (exit 1)."""
+    assert done.returncode == 1, done.stderr
+    out = json.loads(done.stdout)
+    assert (out["bundle"], out["entities"], out["blocking"]) == (None, [], True)
+    [issue] = out["issues"]
+    assert issue["severity"] == "blocking"
+    return dict(issue)
+
+
 def test_a_given_checksum_must_match(server: Server) -> None:
     good = hashlib.sha256(BLOCKED).hexdigest()
     done = analyze(server, server.url("/broken.yaml"), "--sha256", good, "-o", "json")
     assert json.loads(done.stdout)["bundle"]["name"] == "broken"
+    issue = refusal(analyze(server, server.url("/broken.yaml"), "--sha256", "0" * 64, "-o", "json"))
+    assert issue["code"] == "checksum_mismatch" and "SHA-256" in str(issue["message"])
     done = analyze(server, server.url("/broken.yaml"), "--sha256", "0" * 64)
-    assert done.returncode == 1 and "SHA-256" in done.stderr and done.stdout == ""
+    assert (
+        done.returncode == 1
+        and "checksum_mismatch" in done.stdout
+        and "Nothing would be written" in done.stdout
+    )
     done = analyze(server, server.url("/broken.yaml"), "--sha256", "nothex")
     assert done.returncode == 2
 
 
 def test_the_ssrf_guard_and_the_cap_hold(server: Server) -> None:
-    # Loopback is refused unless the flag for tests says otherwise.
+    # Loopback is refused unless the flag for tests says otherwise: a verdict with its reason.
     done = analyze(
-        server, server.url("/triage.yaml?token=do-not-show"), "--ca-file", str(server.ca_file), trusted=False
+        server,
+        server.url("/triage.yaml?token=do-not-show"),
+        "--ca-file",
+        str(server.ca_file),
+        "-o",
+        "json",
+        trusted=False,
     )
-    assert done.returncode == 1 and "non-public address" in done.stderr
-    assert "do-not-show" not in done.stderr  # a URL is shown without its query string
+    issue = refusal(done)
+    assert issue["code"] == "fetch_failed"
+    assert "resolves to a non-public address (127.0.0.1)" in str(issue["message"])
+    assert "do-not-show" not in done.stdout + done.stderr  # a URL is shown without its query string
     # So is a redirect into a private network, even with loopback allowed.
-    done = analyze(server, server.url("/redirect-inward"))
-    assert done.returncode == 1 and "non-public" in done.stderr
-    done = analyze(server, server.url("/huge.yaml"))
-    assert done.returncode == 1 and "at most 5242880" in done.stderr
+    issue = refusal(analyze(server, server.url("/redirect-inward"), "-o", "json"))
+    assert "169.254.169.254 resolves to a non-public address" in str(issue["message"])
+    issue = refusal(analyze(server, server.url("/huge.yaml"), "-o", "json"))
+    assert "at most 5242880" in str(issue["message"])
     done = analyze(server, f"http://127.0.0.1:{server.port}/triage.yaml")
     assert done.returncode == 2 and "not an https address" in done.stderr
-    # A certificate nobody trusts is refused too.
-    done = analyze(server, server.url("/triage.yaml"), "--allow-private-sources", trusted=False)
-    assert done.returncode == 1 and "fetch_failed" not in done.stdout and done.stderr
+    # A certificate nobody trusts is refused too, and says so.
+    issue = refusal(
+        analyze(server, server.url("/triage.yaml"), "--allow-private-sources", "-o", "json", trusted=False)
+    )
+    assert "certificate" in str(issue["message"])
 
 
 def test_an_url_analyzes_against_a_platform_as_well(

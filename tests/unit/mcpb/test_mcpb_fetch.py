@@ -224,7 +224,8 @@ async def test_tls_is_verified(server: Server, tmp_path: Path) -> None:
         await fetch_to_file(
             server.url("/file"), expected_sha256=PAYLOAD_SHA, max_bytes=1_000_000, allow_networks=LOOPBACK
         )
-    assert exc.value.code == "fetch_failed"
+    assert exc.value.code == "tls_untrusted"
+    assert "TLS certificate is not trusted" in exc.value.reason
 
 
 async def test_plain_http_and_bad_inputs_are_refused(tmp_path: Path) -> None:

@@ -1,0 +1,274 @@
+"""bundlectl registry: find servers in an MCP Registry and see whether a record can be installed.
+
+``search`` lists servers page by page (``metadata.nextCursor``); ``show`` prints one record and the
+verdict the operator would reach on it (DESIGN.md §9.3), without downloading anything. Everything a
+registry sends is shown through ``printable``: a record is written by whoever published it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+import sys
+from typing import Any
+
+from bundle_operator.commands.output import table_lines
+from bundle_operator.document.issues import printable
+from bundle_operator.fetch import PRIVATE_NETWORKS, tls_context
+from bundle_operator.registry.client import MAX_PAGE_LIMIT, Page, RegistryClient, RegistryError
+from bundle_operator.registry.names import LATEST, InvalidName, check_server_name, check_version
+from bundle_operator.registry.records import Installable, NotInstallable, Record, installable, shown_url
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+# --all stops here: a registry whose cursors never end must not keep bundlectl running.
+MAX_PAGES = 50
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add the registry command and its subcommands."""
+    parser = sub.add_parser("registry", help="search an MCP Registry and check its records")
+    actions = parser.add_subparsers(dest="registry_command", metavar="SUBCOMMAND", required=True)
+
+    search = actions.add_parser("search", help="list the servers whose name contains TEXT, a page at a time")
+    search.add_argument("text", help="a part of the server's name")
+    add_registry_flags(search)
+    search.add_argument("--limit", type=int, default=30, help=f"servers per page (1 to {MAX_PAGE_LIMIT})")
+    search.add_argument("--cursor", help="the page to start at: the next_cursor a previous search printed")
+    search.add_argument("--all", action="store_true", help=f"follow every page (at most {MAX_PAGES})")
+    search.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    search.set_defaults(func=_search)
+
+    show = actions.add_parser("show", help="print a record and whether it can be installed, and why not")
+    show.add_argument("server", help="the server's name, namespace/name")
+    show.add_argument("--version", default=LATEST, help="the version (default: latest)")
+    show.add_argument("--file-sha256", metavar="HEX", help="the digest a Bundle would pin (fileSha256)")
+    add_registry_flags(show)
+    show.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    show.set_defaults(func=_show)
+
+
+def add_registry_flags(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """Add --registry, and --ca-file and --allow-private-sources unless the parser has them."""
+    parser.add_argument(
+        "--registry", metavar="URL", required=required, help="the registry's base URL (https)"
+    )
+    known = {option for action in parser._actions for option in action.option_strings}
+    if "--ca-file" not in known:
+        parser.add_argument(
+            "--ca-file", metavar="PEM", help="trust this CA bundle (default: $SSL_CERT_FILE or the system's)"
+        )
+    if "--allow-private-sources" not in known:
+        parser.add_argument(
+            "--allow-private-sources",
+            action="store_true",
+            help="let requests reach loopback and private networks (unsafe; for tests and local setups)",
+        )
+
+
+def trust(ca_file: str | None) -> ssl.SSLContext:
+    """The TLS trust for --ca-file, else $SSL_CERT_FILE or the system store; ValueError names the file."""
+    if ca_file is None:
+        return tls_context()
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"--ca-file {ca_file}: cannot be read as PEM ({type(exc).__name__})") from None
+
+
+def client_for(args: argparse.Namespace) -> RegistryClient:
+    """A registry client for the flags; ValueError (InvalidName included) on a usage error."""
+    return RegistryClient(
+        args.registry,
+        allow_networks=PRIVATE_NETWORKS if args.allow_private_sources else (),
+        verify=trust(args.ca_file),
+    )
+
+
+def _usage(command: str, message: str) -> int:
+    print(f"bundlectl registry {command}: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+# ----------------------------------------------------------------------------------------- search
+
+
+def _search(args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= MAX_PAGE_LIMIT:
+        return _usage("search", f"--limit must be 1 to {MAX_PAGE_LIMIT}")
+    try:
+        client = client_for(args)
+    except ValueError as exc:
+        return _usage("search", str(exc))
+    try:
+        pages = asyncio.run(_pages(client, args.text, args.cursor, args.limit, args.all))
+    except RegistryError as exc:
+        print(f"bundlectl registry search: {exc.message} ({exc.reason})", file=sys.stderr)
+        return EXIT_REFUSED
+    servers = [_summary(item.record, item.problem) for page in pages for item in page.servers]
+    following = pages[-1].next_cursor
+    if args.output == "json":
+        print(json.dumps({"servers": servers, "next_cursor": following}, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    rows = [
+        [s["name"] or "(unreadable)", s["version"] or "", s["status"] or "", _mcpb(s), s["description"][:80]]
+        for s in servers
+    ]
+    print("\n".join(table_lines(["NAME", "VERSION", "STATUS", "MCPB", "DESCRIPTION"], rows)))
+    if following:
+        print(f"\nmore: --cursor {printable(following)}")
+    return EXIT_OK
+
+
+async def _pages(
+    client: RegistryClient, text: str, cursor: str | None, limit: int, every: bool
+) -> list[Page]:
+    pages = [await client.search(text, cursor=cursor, limit=limit)]
+    seen = {cursor}
+    while every and pages[-1].next_cursor is not None and len(pages) < MAX_PAGES:
+        following = pages[-1].next_cursor
+        if following in seen:  # a cursor that leads back: the list would never end
+            break
+        seen.add(following)
+        pages.append(await client.search(text, cursor=following, limit=limit))
+    return pages
+
+
+def _summary(record: Record | None, problem: str | None) -> dict[str, Any]:
+    if record is None:
+        return {
+            "name": None,
+            "version": None,
+            "status": None,
+            "description": "",
+            "installable": False,
+            "reason": "RegistryRecordInvalid",
+            "message": problem,
+        }
+    verdict = installable(record)
+    return {
+        "name": printable(record.name),
+        "version": printable(record.version),
+        "status": record.status,
+        "description": record.description,
+        "installable": isinstance(verdict, Installable),
+        "reason": None if isinstance(verdict, Installable) else verdict.reason,
+        "message": verdict.warning if isinstance(verdict, Installable) else verdict.message,
+    }
+
+
+def _mcpb(summary: dict[str, Any]) -> str:
+    if summary["installable"]:
+        return "yes"
+    return {
+        "RegistryNoMcpbPackage": "-",
+        "RegistryChecksumMissing": "no digest",
+        "InsecurePackageUrl": "insecure URL",
+        "RegistryRecordDeleted": "deleted",
+    }.get(summary["reason"], "no")
+
+
+# ------------------------------------------------------------------------------------------- show
+
+
+def _show(args: argparse.Namespace) -> int:
+    try:
+        check_server_name(args.server)
+        check_version(args.version)
+        pin = _pin(args.file_sha256)
+        client = client_for(args)
+    except (ValueError, InvalidName) as exc:
+        return _usage("show", str(exc))
+    try:
+        record = asyncio.run(client.record(args.server, args.version))
+    except RegistryError as exc:
+        answer = {
+            "registry": client.base,
+            "server": args.server,
+            "version": args.version,
+            "status": None,
+            "status_message": None,
+            "is_latest": None,
+            "installable": False,
+            "reason": exc.reason,
+            "message": exc.message,
+            "package": None,
+            "record": None,
+        }
+        if args.output == "json":
+            print(json.dumps(answer, indent=2, ensure_ascii=False))
+        else:
+            print(f"{args.server} {args.version}: not installable ({exc.reason}): {printable(exc.message)}")
+        return EXIT_REFUSED
+    verdict = installable(record, pin)
+    if args.output == "json":
+        print(json.dumps(_shown(client.base, record, verdict), indent=2, ensure_ascii=False))
+    else:
+        print(_text(record, verdict))
+    return EXIT_OK if isinstance(verdict, Installable) else EXIT_REFUSED
+
+
+def _pin(text: str | None) -> str | None:
+    if text is None:
+        return None
+    digest = text.lower().removeprefix("sha256:")
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise ValueError("--file-sha256 must be 64 hex digits")
+    return digest
+
+
+def _shown(base: str, record: Record, verdict: Installable | NotInstallable) -> dict[str, Any]:
+    if isinstance(verdict, Installable):
+        ok, reason, message = True, None, verdict.warning
+        package: dict[str, Any] | None = {
+            "url": shown_url(verdict.package_url),
+            "sha256": verdict.sha256,
+            "digest_from": verdict.digest_from,
+        }
+    else:
+        ok, reason, message, package = False, verdict.reason, verdict.message, None
+    return {
+        "registry": base,
+        "server": record.name,
+        "version": record.version,
+        "status": record.status,
+        "status_message": record.status_message,
+        "is_latest": record.is_latest,
+        "installable": ok,
+        "reason": reason,
+        "message": message,
+        "package": package,
+        "record": record.server,
+    }
+
+
+def _text(record: Record, verdict: Installable | NotInstallable) -> str:
+    p = printable
+    latest = ", latest" if record.is_latest else ""
+    lines = [f"{p(record.name)} {p(record.version)} ({record.status}{latest})"]
+    if record.description:
+        lines.append(record.description)
+    if record.status_message:
+        lines.append(f"status: {record.status_message}")
+    repository = record.server.get("repository")
+    if isinstance(repository, dict) and isinstance(repository.get("url"), str):
+        lines.append(f"repository: {p(repository['url'])}")
+    lines.append("packages:" if record.packages else "packages: none")
+    for package in record.packages:
+        digest = f"  sha256 {package.file_sha256}" if package.file_sha256 else "  (no fileSha256)"
+        where = shown_url(package.identifier) if package.registry_type == "mcpb" else package.identifier
+        lines.append(
+            f"  {p(package.registry_type)}  {p(where)}{digest if package.registry_type == 'mcpb' else ''}"
+        )
+    if isinstance(verdict, Installable):
+        source = "its registry record" if verdict.digest_from == "record" else "--file-sha256"
+        lines.append(
+            f"installable: yes: {shown_url(verdict.package_url)}, checked against the SHA-256 {source} "
+            f"gives ({verdict.sha256})"
+        )
+        if verdict.warning:
+            lines.append(f"warning: {verdict.warning}")
+    else:
+        lines.append(f"installable: no ({verdict.reason}): {verdict.message}")
+    return "\n".join(lines)
