@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bundle_operator.document.parse import ParsedBundle, parse_bundle_data
 from bundle_operator.k8s.resources import McpbSource, SignatureStatus
-from bundle_operator.k8s.source_fetch import download, remove
+from bundle_operator.k8s.source_fetch import downloaded
 from bundle_operator.k8s.source_types import BoundedCache, SourceError, SourceSettings
 from bundle_operator.mcpb.convert import to_bundle
 from bundle_operator.mcpb.errors import Refused, printable
@@ -77,11 +77,8 @@ async def archive_from_url(
     key = ("url", url, sha256)
     archive = _ARCHIVES.get(key)
     if archive is None:
-        path = await download(url, sha256, ARCHIVE_MAX_BYTES, settings, field, too_large=too_large)
-        try:
+        async with downloaded(url, sha256, ARCHIVE_MAX_BYTES, settings, field, too_large=too_large) as path:
             archive = await asyncio.to_thread(_read_archive_file, path, field)
-        finally:
-            await remove(path)
         _ARCHIVES.put(key, archive, _ARCHIVE_WEIGHT)
     return archive
 

@@ -6,6 +6,9 @@ Messages name the field to fix and show URLs without their query string, which m
 from __future__ import annotations
 
 import asyncio
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -26,12 +29,28 @@ _FETCH_HINTS = {
 }
 
 
+# Downloads in flight at once, per process: each may hold up to 128 MiB in the temporary directory
+# (the chart's /tmp emptyDir is sized for this many), however many Bundles reconcile together.
+MAX_CONCURRENT_DOWNLOADS = 2
+_SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _slots() -> asyncio.Semaphore:
+    """This event loop's download slots (a semaphore belongs to one loop)."""
+    loop = asyncio.get_running_loop()
+    slots = _SLOTS.get(loop)
+    if slots is None:
+        slots = _SLOTS[loop] = asyncio.Semaphore(MAX_CONCURRENT_DOWNLOADS)
+    return slots
+
+
 def allowed_networks(settings: SourceSettings) -> tuple[str, ...]:
     """The non-public networks a fetch may reach under these settings (none in production)."""
     return PRIVATE_NETWORKS if settings.allow_private_sources else ()
 
 
-async def download(
+@asynccontextmanager
+async def downloaded(
     url: str,
     sha256: str,
     max_bytes: int,
@@ -39,11 +58,23 @@ async def download(
     field: str,
     *,
     too_large: str = "FetchFailed",
-) -> Path:
-    """Fetch ``url`` into a private file checked against ``sha256``; the caller removes the file.
+) -> AsyncIterator[Path]:
+    """``url`` in a private file checked against ``sha256``, removed when the block ends.
 
-    ``too_large`` is the reason a file over ``max_bytes`` stalls with.
+    The download holds one of the process's download slots until its file is gone. ``too_large``
+    is the reason a file over ``max_bytes`` stalls with.
     """
+    async with _slots():
+        path = await _download(url, sha256, max_bytes, settings, field, too_large)
+        try:
+            yield path
+        finally:
+            await remove(path)
+
+
+async def _download(
+    url: str, sha256: str, max_bytes: int, settings: SourceSettings, field: str, too_large: str
+) -> Path:
     try:
         fetched = await fetch_to_file(
             url,
@@ -100,14 +131,6 @@ def shown_url(url: str) -> str:
         return shown(httpx.URL(url))
     except httpx.InvalidURL:
         return "(a URL that cannot be read)"
-
-
-async def read_and_remove(path: Path) -> bytes:
-    """The bytes of a download, which is then removed."""
-    try:
-        return await asyncio.to_thread(path.read_bytes)
-    finally:
-        await remove(path)
 
 
 async def remove(path: Path) -> None:

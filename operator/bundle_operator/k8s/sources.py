@@ -39,7 +39,7 @@ from bundle_operator.k8s.source_archives import (
     archive_from_url,
     clear_archives,
 )
-from bundle_operator.k8s.source_fetch import download, read_and_remove, shown_url
+from bundle_operator.k8s.source_fetch import downloaded, shown_url
 from bundle_operator.k8s.source_types import BoundedCache, Resolved, SourceError, SourceSettings, invalid
 
 DOCUMENT_MAX_BYTES = MAX_SOURCE_BYTES  # 5 MiB: what the parser accepts at all
@@ -137,8 +137,10 @@ async def _resolve_url(source: UrlSource, settings: SourceSettings) -> Resolved:
     key = ("url", source.url, source.sha256)
     parsed = _DOCUMENTS.get(key)
     if parsed is None:
-        path = await download(source.url, source.sha256, DOCUMENT_MAX_BYTES, settings, "spec.source.url")
-        data = await read_and_remove(path)
+        async with downloaded(
+            source.url, source.sha256, DOCUMENT_MAX_BYTES, settings, "spec.source.url"
+        ) as path:
+            data = await asyncio.to_thread(path.read_bytes)
         parsed = await asyncio.to_thread(parse_bundle_text, data)
         _DOCUMENTS.put(key, parsed, len(data))
     return Resolved(parsed, None, origin)
