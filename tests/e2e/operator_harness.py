@@ -74,6 +74,7 @@ class OperatorProcess:
     extra: tuple[str, ...] = ()
     # Which namespaces it watches; the session's operator leaves e2e-solo-* to tests that run their own.
     scope: tuple[str, ...] = ("--namespace", "!e2e-solo-*")
+    env: dict[str, str] = field(default_factory=dict)  # more environment (SSL_CERT_FILE)
     process: subprocess.Popen[bytes] | None = None
     health_port: int = 0
     metrics_port: int = 0
@@ -82,7 +83,7 @@ class OperatorProcess:
     def start(self, timeout: float = 60.0) -> OperatorProcess:
         """Start it and wait until /readyz answers 200."""
         self.health_port, self.metrics_port = free_port(), free_port()
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1", **self.env}
         env.pop("BUNDLE_PLATFORM_TOKEN", None)
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
