@@ -548,6 +548,24 @@ def test_an_image_digest_pins_both_containers(helm: Path, tmp_path: Path) -> Non
     assert operator_container(docs)["image"] == platform["image"] == f"registry.example.com/bo@{digest}"
 
 
+def test_a_trusted_ca_bundle_is_mounted_and_named_by_ssl_cert_file(helm: Path, tmp_path: Path) -> None:
+    assert "SSL_CERT_FILE" not in {e["name"] for e in operator_container(render(helm))["env"]}
+    docs = render(
+        helm,
+        overrides={"operator": {"trustedCA": {"configMap": "corp-ca", "key": "bundle.pem"}}},
+        tmp=tmp_path,
+    )
+    container = operator_container(docs)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["SSL_CERT_FILE"] == "/etc/bundle-operator/trusted-ca/bundle.pem"
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "trusted-ca")
+    assert (mount["mountPath"], mount["readOnly"]) == ("/etc/bundle-operator/trusted-ca", True)
+    volume = next(
+        v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"] if v["name"] == "trusted-ca"
+    )
+    assert volume["configMap"] == {"name": "corp-ca", "items": [{"key": "bundle.pem", "path": "bundle.pem"}]}
+
+
 def test_a_cluster_older_than_the_crds_need_fails_with_a_message(helm: Path) -> None:
     with pytest.raises(HelmError) as failure:
         run_helm(helm, "template", RELEASE, str(CHART), "--kube-version", "1.28.0")
