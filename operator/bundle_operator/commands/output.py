@@ -59,7 +59,7 @@ def emit_preview(
             # The same JSON, with every non-ASCII character as a \u escape.
             text = json.dumps(data, indent=2, ensure_ascii=True) + "\n"
     else:
-        text = rendertable_lines(preview, outcome)
+        text = render_table(preview, outcome)
         if not _encodes(text, encoding):
             text = text.encode(encoding, "backslashreplace").decode(encoding)
     stream.write(text)
@@ -83,7 +83,7 @@ def table_lines(headers: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def rendertable_lines(preview: Preview, outcome: InstallOutcome | None = None) -> str:
+def render_table(preview: Preview, outcome: InstallOutcome | None = None) -> str:
     """The preview as text for a person; after a failed install, what was rolled back."""
     lines: list[str] = []
     if preview.bundle is None:
