@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "registry": {"document", "fetch"},
     "devcluster": set(),
     "engine": {"document", "mcpb", "platform"},
-    "reference_platform": {"document", "mcpb", "platform"},
+    "reference_platform": {"document", "mcpb", "platform", "fetch"},
     "k8s": {"document", "mcpb", "platform", "engine", "fetch", "registry"},
     "commands": {
         "document",

@@ -58,6 +58,23 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=60.0,
         help="seconds between discoveries of each gateway member (default 60; list_changed comes sooner)",
     )
+    run.add_argument(
+        "--allow-private-issuers",
+        action="store_true",
+        help="let OAuth endpoints use an issuer on loopback or a private network (tests and local setups)",
+    )
+    run.add_argument(
+        "--audit-max-entries",
+        type=int,
+        default=100_000,
+        help="gateway tool calls kept in the audit at most (default 100000)",
+    )
+    run.add_argument(
+        "--audit-max-age-days",
+        type=float,
+        default=30.0,
+        help="days a gateway tool call stays in the audit at most (default 30)",
+    )
     run.set_defaults(func=_serve)
 
     check = actions.add_parser("check", help="check that a platform answers, with the token if one is needed")
@@ -79,6 +96,10 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if not 0.1 <= args.discovery_interval <= 86400:
         print("bundlectl platform serve: --discovery-interval must be 0.1..86400 seconds", file=sys.stderr)
+        return EXIT_USAGE
+    if args.audit_max_entries < 1 or not 0 < args.audit_max_age_days <= 36500:
+        print("bundlectl platform serve: --audit-max-entries must be 1 or more, --audit-max-age-days "
+              "0 to 36500", file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
     token = args.token
     if args.token_file is not None:
@@ -102,6 +123,9 @@ def _serve(args: argparse.Namespace) -> int:
         public_url=args.public_url,
         github_base_url=args.github_base_url or DEFAULT_GITHUB_BASE_URL,
         discovery_interval=args.discovery_interval,
+        allow_private_issuers=args.allow_private_issuers,
+        audit_max_entries=args.audit_max_entries,
+        audit_max_age_days=args.audit_max_age_days,
     )
 
     def ready(url: str) -> None:

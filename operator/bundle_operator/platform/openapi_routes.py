@@ -256,9 +256,10 @@ def operations() -> list[Op]:
             "get",
             f"{GW}/audit",
             "list_gateway_audit",
-            "List the latest tool calls through the bundle's endpoints, newest first",
+            "List the tool calls through the bundle's endpoints, newest first (kept in the database)",
             g,
             response=page_of(m.GatewayAuditEntry),
+            params=PAGING,
         ),
         _listing(f"{GW}/members", "list_gateway_members", "List members in order", g, m.GatewayMember),
         Op(

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from bundle_operator.fetch import PRIVATE_NETWORKS, tls_context
 from bundle_operator.reference_platform import (
     app_routes,
     call_counts,
@@ -23,7 +25,15 @@ from bundle_operator.reference_platform.bundle_rules import EndpointRules, Gatew
 from bundle_operator.reference_platform.context import CONTEXT, Context, ServerConfig
 from bundle_operator.reference_platform.discovery import DiscoveryService
 from bundle_operator.reference_platform.entity_routes import EntityRoutes
-from bundle_operator.reference_platform.gateway_mcp import ROUTE_NAME, Gateway, mcp_path_prefix
+from bundle_operator.reference_platform.gateway_audit import Retention
+from bundle_operator.reference_platform.gateway_mcp import (
+    METADATA_PREFIX,
+    METADATA_ROUTE_NAME,
+    ROUTE_NAME,
+    Gateway,
+    mcp_path_prefix,
+)
+from bundle_operator.reference_platform.gateway_oauth import TokenVerifier
 from bundle_operator.reference_platform.gateway_routes import GatewayRoutes
 from bundle_operator.reference_platform.http import json_response
 from bundle_operator.reference_platform.kind_rules import KindRules
@@ -96,8 +106,8 @@ def auth_middleware(token: str | None) -> Middleware:
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if token is None or request.path == "/healthz":
             return await handler(request)
-        if request.match_info.route.name == ROUTE_NAME:
-            return await handler(request)  # endpoints check their own keys
+        if request.match_info.route.name in (ROUTE_NAME, METADATA_ROUTE_NAME):
+            return await handler(request)  # endpoints check their own keys or tokens
         given = request.headers.get("Authorization", "")
         scheme, _, value = given.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
@@ -129,13 +139,21 @@ def create_app(config: ServerConfig) -> web.Application:
     if config.public_url:
         ctx.public_url = config.public_url
     app[CONTEXT] = ctx
-    gateway = Gateway(ctx.store)
+    gateway = Gateway(
+        ctx.store,
+        public_url=lambda: ctx.public_url,
+        verifier=TokenVerifier(
+            allow_networks=PRIVATE_NETWORKS if config.allow_private_issuers else (), verify=tls_context()
+        ),
+        retention=Retention(config.audit_max_entries, timedelta(days=config.audit_max_age_days)),
+    )
     discovery = DiscoveryService(ctx.store, interval=config.discovery_interval)
     app.router.add_get("/healthz", health)
     # Endpoints answer MCP on the API's own listener, under the public URL's path.
-    app.router.add_route(
-        "*", f"{mcp_path_prefix(config.public_url)}/{{endpoint}}/mcp", gateway.handle, name=ROUTE_NAME
-    )
+    endpoint_path = f"{mcp_path_prefix(config.public_url)}/{{endpoint}}/mcp"
+    app.router.add_route("*", endpoint_path, gateway.handle, name=ROUTE_NAME)
+    # RFC 9728: an OAuth endpoint's metadata, public as the endpoint itself is.
+    app.router.add_get(METADATA_PREFIX + endpoint_path, gateway.metadata, name=METADATA_ROUTE_NAME)
     audit = "/v1/workspaces/{workspace}/gateway-bundles/{bundle_id}/audit"
     app.router.add_get(audit, gateway.audit_log.route)
     for rules in RULES:

@@ -23,7 +23,7 @@ AsgiApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 _CHUNK = 64 * 1024
 
 
-def _scope(request: web.Request) -> dict[str, Any]:
+def _scope(request: web.Request, state: dict[str, Any]) -> dict[str, Any]:
     peer = request.transport.get_extra_info("peername") if request.transport else None
     host = request.url.host or ""
     port = request.url.port or (443 if request.secure else 80)
@@ -40,18 +40,27 @@ def _scope(request: web.Request) -> dict[str, Any]:
         "headers": [(name.lower(), value) for name, value in request.raw_headers],
         "client": (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) and len(peer) >= 2 else None,
         "server": (host, port),
-        "state": {},
+        "state": state,
     }
 
 
-async def serve_asgi(app: AsgiApp, request: web.Request) -> web.StreamResponse:
-    """Run ``app`` for ``request`` and stream what it sends back as the aiohttp response."""
+async def serve_asgi(
+    app: AsgiApp, request: web.Request, *, body: bytes | None = None, state: dict[str, Any] | None = None
+) -> web.StreamResponse:
+    """Run ``app`` for ``request`` and stream what it sends back as the aiohttp response.
+
+    ``body`` is the request's body when the caller has read it already; ``state`` becomes the ASGI
+    scope's ``state`` (what the app sees as ``request.state``).
+    """
     finished = asyncio.Event()
     response: web.StreamResponse | None = None
     body_done = False
 
     async def receive() -> Message:
         nonlocal body_done
+        if not body_done and body is not None:
+            body_done = True
+            return {"type": "http.request", "body": body, "more_body": False}
         if not body_done:
             chunk = await request.content.read(_CHUNK)
             body_done = request.content.at_eof()
@@ -96,7 +105,7 @@ async def serve_asgi(app: AsgiApp, request: web.Request) -> web.StreamResponse:
                 finished.set()
 
     try:
-        await app(_scope(request), receive, send)
+        await app(_scope(request, state if state is not None else {}), receive, send)
     finally:
         finished.set()
     if response is None:

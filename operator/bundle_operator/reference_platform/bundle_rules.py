@@ -6,10 +6,10 @@ import secrets
 from typing import Any
 
 from bundle_operator.platform import kinds
-from bundle_operator.platform.models import EndpointCreate, GatewayBundleCreate
+from bundle_operator.platform.models import EndpointCreate, EndpointUpdate, GatewayBundleCreate
 from bundle_operator.reference_platform.context import Context
 from bundle_operator.reference_platform.kind_rules import KindRules, Stored, owned_secret_key, require_ref
-from bundle_operator.reference_platform.problems import conflict
+from bundle_operator.reference_platform.problems import conflict, refused
 from bundle_operator.reference_platform.storage import Row, Tx
 
 API_KEY_PURPOSE = "api_key"
@@ -81,9 +81,22 @@ class EndpointRules(KindRules):
             raise conflict(
                 "name_taken", f"an endpoint is already named '{prepared.name}'", holders=shown, field="name"
             )
+        if prepared.auth_mode == "OAuth" and prepared.oauth is None:
+            raise refused("oauth", "required when auth_mode is OAuth: the issuer whose tokens it accepts")
+        if prepared.auth_mode == "ApiKey" and prepared.oauth is not None:
+            raise refused("oauth", "only for auth_mode OAuth; an ApiKey endpoint takes its key")
         if prepared.auth_mode == "ApiKey":
             tx.put_secret(owned_secret_key(entity_id, API_KEY_PURPOSE), new_api_key())
         return prepared.model_dump(mode="json"), prepared.name
+
+    def update(self, tx: Tx, ctx: Context, workspace: str, row: Row, prepared: Any) -> Stored:
+        assert isinstance(prepared, EndpointUpdate)
+        if "oauth" in prepared.model_fields_set:
+            if row.data["auth_mode"] != "OAuth":
+                raise refused("oauth", "only for auth_mode OAuth; an ApiKey endpoint takes its key")
+            if prepared.oauth is None:
+                raise refused("oauth", "an OAuth endpoint needs its issuer; it cannot be removed")
+        return super().update(tx, ctx, workspace, row, prepared)
 
     def render(self, tx: Tx, ctx: Context, row: Row, *, issued: bool) -> dict[str, Any]:
         body = row.public() | {"url": endpoint_url(ctx, row.data["name"])}

@@ -28,6 +28,10 @@ class ServerConfig:
     github_timeout: float = 10.0
     # Seconds between discoveries of a gateway member (a member's list_changed comes sooner).
     discovery_interval: float = 60.0
+    # Lets OAuth endpoints use an issuer on loopback or a private network (tests, local setups).
+    allow_private_issuers: bool = False
+    audit_max_entries: int = 100_000
+    audit_max_age_days: float = 30.0
 
 
 @dataclass

@@ -1,42 +1,69 @@
-"""The gateway's audit of tool calls: kept in memory per platform and written to the audit log."""
+"""The gateway's audit of tool calls, kept in the platform's database (DESIGN.md §9.4).
+
+Each call (who, endpoint, presented tool, outcome, duration, time; never an argument) is queued in
+memory and written in batches by one task, so a tool call never waits for the database; the queue is
+written before the audit is read and when the platform stops. Retention is bounded by count and by
+age. The audit route pages newest first.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from aiohttp import web
 
+from bundle_operator.platform.conventions import MAX_LIMIT
 from bundle_operator.platform.models import GatewayAuditEntry
+from bundle_operator.reference_platform.gateway_oauth import Principal
 from bundle_operator.reference_platform.gateway_view import EndpointView
 from bundle_operator.reference_platform.http import json_response, workspace
+from bundle_operator.reference_platform.problems import refused
+from bundle_operator.reference_platform.storage import Store, Tx, now_iso
 
 audit_log = logging.getLogger("bundle_operator.platform.audit")
 
-AUDIT_KEPT = 2000
+DEFAULT_MAX_ENTRIES = 100_000
+DEFAULT_MAX_AGE = timedelta(days=30)
+FLUSH_SECONDS = 0.25
+PAGE_DEFAULT = 100
 
 
 @dataclass(frozen=True)
-class AuditEntry:
-    """One tool call through the gateway, with where it belongs; never its arguments."""
+class Retention:
+    """How much audit the platform keeps."""
 
-    workspace: str
-    gateway_bundle_id: str
-    shown: GatewayAuditEntry
-
-    def public(self) -> dict[str, Any]:
-        """The entry as the audit route shows it."""
-        return self.shown.model_dump(mode="json")
+    max_entries: int = DEFAULT_MAX_ENTRIES
+    max_age: timedelta = DEFAULT_MAX_AGE
 
 
 class AuditLog:
-    """The latest tool calls, newest last, at most ``AUDIT_KEPT`` of them."""
+    """Tool calls through the gateway, written to the database in batches."""
 
-    def __init__(self, kept: int = AUDIT_KEPT) -> None:
-        self.entries: deque[AuditEntry] = deque(maxlen=kept)
+    def __init__(self, store: Store, retention: Retention = Retention()) -> None:
+        self.store = store
+        self.retention = retention
+        self._pending: list[tuple[str, str, str, str]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Write queued entries as they come."""
+        self._task = asyncio.create_task(self._writer(), name="gateway-audit-writer")
+
+    async def stop(self) -> None:
+        """Write what is queued and stop."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        await self.flush()
 
     def record(
         self,
@@ -46,13 +73,15 @@ class AuditLog:
         started: float,
         outcome: str,
         error: str | None,
+        principal: Principal | None = None,
     ) -> None:
-        """Record one tool call (never its arguments) in memory and in the audit log."""
+        """Queue one tool call (never its arguments) and log it."""
         at = time.time()
-        shown = GatewayAuditEntry(
+        entry = GatewayAuditEntry(
             at=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z",
             bundle=view.bundle_name,
             endpoint=view.name,
+            who=principal.who if principal is not None else None,
             presented_name=presented,
             member=getattr(tool, "member", None),
             tool=getattr(tool, "tool", None),
@@ -60,20 +89,52 @@ class AuditLog:
             outcome=outcome,
             error=error,
         )
-        entry = AuditEntry(view.workspace, view.bundle_id, shown)
-        self.entries.append(entry)
+        public = entry.model_dump(mode="json")
+        self._pending.append((view.workspace, view.bundle_id, entry.at, json.dumps(public)))
+        self._wake.set()
         audit_log.info(
-            "gateway.tool_call %s %s -> %s",
-            view.bundle_name,
-            presented,
-            outcome,
-            extra={"audit": entry.public()},
+            "gateway.tool_call %s %s -> %s", view.bundle_name, presented, outcome, extra={"audit": public}
         )
 
+    async def flush(self) -> None:
+        """Write every queued entry now, and apply the retention."""
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        keep, since = self.retention.max_entries, now_iso(self.retention.max_age)
+        await self.store.transact(lambda tx: tx.append_audit(batch, keep, since))
+
+    async def _writer(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await asyncio.sleep(FLUSH_SECONDS)  # a burst of calls becomes one transaction
+            try:
+                await self.flush()
+            except Exception:
+                audit_log.exception("could not write the gateway audit")
+
     async def route(self, request: web.Request) -> web.Response:
-        """GET .../gateway-bundles/{id}/audit: the latest tool calls through its endpoints."""
+        """GET .../gateway-bundles/{id}/audit: its tool calls, newest first (``limit``, ``cursor``)."""
         ws = workspace(request)
         bundle_id = request.match_info["bundle_id"]
-        mine = [e for e in reversed(self.entries) if e.workspace == ws and e.gateway_bundle_id == bundle_id]
-        entries = [e.public() for e in mine]
-        return json_response({"items": entries, "next_cursor": None})
+        limit = _number(request.query.get("limit"), "limit", PAGE_DEFAULT, 1, MAX_LIMIT)
+        cursor = request.query.get("cursor")
+        before = _number(cursor, "cursor", 0, 1, 2**62) if cursor else None
+        await self.flush()
+
+        def read(tx: Tx) -> list[tuple[int, str]]:
+            return tx.audit_page(ws, bundle_id, before, limit + 1)
+
+        rows = await self.store.transact(read)
+        items = [json.loads(entry) for _, entry in rows[:limit]]
+        following = str(rows[limit - 1][0]) if len(rows) > limit else None
+        return json_response({"items": items, "next_cursor": following})
+
+
+def _number(text: str | None, name: str, default: int, low: int, high: int) -> int:
+    if text is None:
+        return default
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise refused(name, f"must be a whole number from {low} to {high}")
+    return int(text)

@@ -33,6 +33,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
 from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView
 from bundle_operator.reference_platform.member_link import MemberLink
 
@@ -62,7 +63,14 @@ class Upstream(Protocol):
     ) -> Any: ...
 
     def audit(
-        self, view: EndpointView, presented: str, tool: Any, started: float, outcome: str, error: str | None
+        self,
+        view: EndpointView,
+        presented: str,
+        tool: Any,
+        started: float,
+        outcome: str,
+        error: str | None,
+        principal: Principal | None = None,
     ) -> None: ...
 
 
@@ -210,30 +218,41 @@ class GatewayEndpoint:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         view = await self.gateway.current(self)
+        principal = principal_of(ctx.request)
         return types.ListToolsResult(
-            tools=[types.Tool.model_validate(t.listing) for t in view.tools.values()]
+            tools=[
+                types.Tool.model_validate(t.listing)
+                for name, t in view.tools.items()
+                if tool_allowed(view.oauth, principal, name)
+            ]
         )
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | dict[str, Any]:
         view = await self.gateway.current(self)
+        principal = principal_of(ctx.request)
         name = params.name
         tool = view.tools.get(name)
         started = time.perf_counter()
         if tool is None:
             reason = view.withheld_tools.get(name)
             message = f"the tool '{name}' {reason}" if reason else f"this bundle has no tool '{name}'"
-            self.gateway.audit(view, name, None, started, "refused", message)
+            self.gateway.audit(view, name, None, started, "refused", message, principal)
             raise _not_found(message)
+        if not tool_allowed(view.oauth, principal, name):
+            # Said as the MCP error a client shows; the member is never called.
+            message = f"the token's scopes do not allow the tool '{name}'"
+            self.gateway.audit(view, name, tool, started, "forbidden", message, principal)
+            raise MCPError(code=types.INVALID_PARAMS, message=message)
         arguments = params.arguments or {}
         try:
             result = await self.gateway.call_member_tool(tool.link, tool.member, tool.tool, arguments)
         except MCPError as exc:
-            self.gateway.audit(view, name, tool, started, "error", exc.message)
+            self.gateway.audit(view, name, tool, started, "error", exc.message, principal)
             raise
         failed = result.get("isError") if isinstance(result, dict) else result.is_error
-        self.gateway.audit(view, name, tool, started, "tool_error" if failed else "ok", None)
+        self.gateway.audit(view, name, tool, started, "tool_error" if failed else "ok", None, principal)
         return result
 
     # --- prompts -------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,8 +27,17 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bundle_operator.reference_platform.asgi_bridge import serve_asgi
-from bundle_operator.reference_platform.gateway_audit import AuditLog
+from bundle_operator.reference_platform.gateway_audit import AuditLog, Retention
 from bundle_operator.reference_platform.gateway_endpoint import GatewayEndpoint
+from bundle_operator.reference_platform.gateway_limits import RateLimiter, retry_after, tool_calls
+from bundle_operator.reference_platform.gateway_oauth import (
+    PRINCIPAL,
+    OAuthSettings,
+    Principal,
+    TokenRefused,
+    TokenVerifier,
+    protected_resource_metadata,
+)
 from bundle_operator.reference_platform.gateway_view import EndpointView, endpoint_view
 from bundle_operator.reference_platform.member_forward import HeaderMismatch, MemberForwarder
 from bundle_operator.reference_platform.member_link import MemberLink, MemberPool
@@ -36,18 +47,31 @@ from bundle_operator.reference_platform.storage import Store
 log = logging.getLogger("bundle_operator.platform.gateway")
 
 ROUTE_NAME = "gateway-mcp"
+METADATA_ROUTE_NAME = "gateway-oauth-metadata"
+METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 DEBOUNCE = 0.05
 
 
 class Gateway:
     """Every endpoint's MCP server, the members' clients, and the audit log."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        public_url: Callable[[], str] = lambda: "http://127.0.0.1/mcp",
+        verifier: TokenVerifier | None = None,
+        retention: Retention | None = None,
+    ) -> None:
         self.store = store
+        self.public_url = public_url
+        self.verifier = verifier or TokenVerifier()
+        self.limiter = RateLimiter()
+        self.token_refusals: Counter[str] = Counter()
         self.pool = MemberPool()
         self.forwarder = MemberForwarder()
         self.endpoints: dict[str, GatewayEndpoint] = {}
-        self.audit_log = AuditLog()
+        self.audit_log = AuditLog(store, retention or Retention())
         self._views: dict[str, tuple[int, EndpointView | None]] = {}
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
@@ -57,6 +81,7 @@ class Gateway:
         """Follow the store to announce list changes."""
         self.store.listen(lambda _generation: self._changed.set())
         self._announcer = asyncio.create_task(self._announce(), name="gateway-announcer")
+        self.audit_log.start()
 
     async def stop(self) -> None:
         """Close every endpoint and member client."""
@@ -67,6 +92,7 @@ class Gateway:
         for endpoint in list(self.endpoints.values()):
             await endpoint.close()
         self.endpoints.clear()
+        await self.audit_log.stop()
         await self.pool.close()
         await self.forwarder.close()
 
@@ -159,10 +185,17 @@ class Gateway:
             raise self._unavailable(link, member, exc) from None
 
     def audit(
-        self, view: EndpointView, presented: str, tool: Any, started: float, outcome: str, error: str | None
+        self,
+        view: EndpointView,
+        presented: str,
+        tool: Any,
+        started: float,
+        outcome: str,
+        error: str | None,
+        principal: Principal | None = None,
     ) -> None:
         """Record one tool call (never its arguments)."""
-        self.audit_log.record(view, presented, tool, started, outcome, error)
+        self.audit_log.record(view, presented, tool, started, outcome, error, principal)
 
     async def _announce(self) -> None:
         while True:
@@ -188,16 +221,47 @@ class Gateway:
             raise ApiError(404, "not_found", f"there is no endpoint '{name}'")
         if not view.enabled:
             raise ApiError(403, "endpoint_disabled", f"the endpoint '{name}' is disabled")
-        if view.auth_mode != "ApiKey":
-            raise ApiError(
-                501,
-                "oauth_unsupported",
-                "the reference platform does not serve OAuth endpoints; use auth mode ApiKey",
-            )
+        principal = await self._principal(request, view)
+        body = await request.read() if request.method == "POST" else None
+        if view.rate_limit is not None and body:
+            for tool in tool_calls(body):
+                wait = self.limiter.take((view.endpoint_id, principal.who), *view.rate_limit)
+                if wait is not None:
+                    self.audit(view, tool, None, time.perf_counter(), "rate_limited", "rate limit", principal)
+                    raise ApiError(
+                        429,
+                        "rate_limited",
+                        f"more than {view.rate_limit[0]} tool calls a minute (burst {view.rate_limit[1]}) "
+                        "from this client; retry after the time Retry-After gives",
+                        headers={"Retry-After": retry_after(wait)},
+                    )
+        live.view = view
+        live.server.instructions = view.description or None
+        response = await serve_asgi(
+            live.manager.handle_request, request, body=body, state={PRINCIPAL: principal}
+        )
+        session_id = request.headers.get("mcp-session-id")
+        if request.method == "DELETE" and session_id:
+            live.forget(session_id)
+        return response
+
+    async def _principal(self, request: web.Request, view: EndpointView) -> Principal:
+        """Who sends the request: the key holder of an ApiKey endpoint, a token's subject for OAuth."""
+        if view.auth_mode == "OAuth" and view.oauth is not None:
+            resource = self.endpoint_url(view.name)
+            metadata = resource_metadata_url(resource)
+            try:
+                return await self.verifier.principal(
+                    request.headers.get("Authorization"), OAuthSettings.of(view.oauth, resource)
+                )
+            except TokenRefused as refusal:
+                self.token_refusals[refusal.reason] += 1
+                raise _challenge(refusal, metadata) from None
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         key = view.api_key or ""
         if (
-            scheme.lower() != "bearer"
+            view.auth_mode != "ApiKey"
+            or scheme.lower() != "bearer"
             or not key
             or not hmac.compare_digest(given.strip().encode(), key.encode())
         ):
@@ -207,13 +271,43 @@ class Gateway:
                 "send Authorization: Bearer <key> with this endpoint's current API key",
                 headers={"WWW-Authenticate": 'Bearer realm="gateway"'},
             )
-        live.view = view
-        live.server.instructions = view.description or None
-        response = await serve_asgi(live.manager.handle_request, request)
-        session_id = request.headers.get("mcp-session-id")
-        if request.method == "DELETE" and session_id:
-            live.forget(session_id)
-        return response
+        return Principal(f"key:{view.endpoint_id}")
+
+    def endpoint_url(self, name: str) -> str:
+        """Where clients reach the endpoint ``name``."""
+        return f"{self.public_url().rstrip('/')}/{name}/mcp"
+
+    async def metadata(self, request: web.Request) -> web.Response:
+        """GET /.well-known/oauth-protected-resource{endpoint path}: RFC 9728 metadata."""
+        name = request.match_info["endpoint"]
+        view = await self.view(name)
+        if view is None or view.auth_mode != "OAuth" or view.oauth is None or not view.enabled:
+            raise ApiError(404, "not_found", f"there is no OAuth endpoint '{name}'")
+        resource = self.endpoint_url(name)
+        settings = OAuthSettings.of(view.oauth, resource)
+        return web.json_response(protected_resource_metadata(resource, settings, view.bundle_name))
+
+
+def resource_metadata_url(resource: str) -> str:
+    """Where RFC 9728 puts a resource's metadata: the well-known path before the resource's path."""
+    parts = urlsplit(resource)
+    return f"{parts.scheme}://{parts.netloc}{METADATA_PREFIX}{parts.path}"
+
+
+def _challenge(refusal: TokenRefused, metadata: str) -> ApiError:
+    """A refused token as RFC 6750 says: 401 invalid_token (or none given), 403 insufficient_scope."""
+    params = [f'resource_metadata="{metadata}"']
+    if refusal.status == 403:
+        params.insert(0, f'error="insufficient_scope", scope="{refusal.scope or ""}"')
+        code = "insufficient_scope"
+    elif refusal.reason != "missing":
+        params.insert(0, f'error="invalid_token", error_description="{refusal.description}"')
+        code = "invalid_token"
+    else:
+        code = "unauthorized"
+    return ApiError(
+        refusal.status, code, refusal.description, headers={"WWW-Authenticate": "Bearer " + ", ".join(params)}
+    )
 
 
 def mcp_path_prefix(public_url: str | None) -> str:

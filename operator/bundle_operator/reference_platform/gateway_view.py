@@ -82,6 +82,8 @@ class EndpointView:
     hidden_prompts: frozenset[str] = frozenset()
     member_resources: dict[str, MemberResource] = field(default_factory=dict)
     hidden_uris: frozenset[str] = frozenset()
+    oauth: dict[str, Any] | None = None  # the endpoint's stored OAuth settings (OAuth endpoints)
+    rate_limit: tuple[int, int] | None = None  # requests per minute and burst, per client
 
     def fingerprint(self, what: str) -> str:
         """A hash of what ``tools/list``, ``prompts/list`` or ``resources/list`` would answer."""
@@ -253,4 +255,13 @@ def endpoint_view(tx: Tx, name: str) -> EndpointView | None:
         hidden_prompts=hidden_prompts,
         member_resources=member_resources,
         hidden_uris=hidden_uris,
+        oauth=endpoint.data.get("oauth"),
+        rate_limit=_rate_limit(endpoint.data.get("rate_limit")),
     )
+
+
+def _rate_limit(stored: Any) -> tuple[int, int] | None:
+    if not isinstance(stored, dict):
+        return None
+    per_minute = int(stored["requests_per_minute"])
+    return per_minute, int(stored.get("burst") or per_minute)

@@ -46,6 +46,15 @@ CREATE TABLE IF NOT EXISTS idempotency (
     created_at TEXT NOT NULL,
     PRIMARY KEY (workspace, kind, key)
 );
+CREATE TABLE IF NOT EXISTS gateway_audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace TEXT NOT NULL,
+    bundle_id TEXT NOT NULL,
+    at TEXT NOT NULL,
+    entry TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS gateway_audit_by_bundle ON gateway_audit (workspace, bundle_id, seq);
+CREATE INDEX IF NOT EXISTS gateway_audit_by_time ON gateway_audit (at);
 CREATE TABLE IF NOT EXISTS secret_values (
     id TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -308,6 +317,28 @@ class Tx:
             " VALUES (?, ?, ?, ?, ?, ?)",
             (workspace, kind, key, fingerprint, entity_id, now_iso()),
         )
+
+    def append_audit(self, entries: Sequence[tuple[str, str, str, str]], keep: int, since: str) -> None:
+        """Add audit entries (workspace, bundle id, time, JSON) and drop all but the newest ``keep``
+        and those older than ``since``. Not a write of entities: cached views stay valid."""
+        self._conn.executemany(
+            "INSERT INTO gateway_audit (workspace, bundle_id, at, entry) VALUES (?, ?, ?, ?)", entries
+        )
+        self._conn.execute("DELETE FROM gateway_audit WHERE at < ?", (since,))
+        self._conn.execute(
+            "DELETE FROM gateway_audit WHERE seq <= (SELECT MAX(seq) FROM gateway_audit) - ?", (keep,)
+        )
+
+    def audit_page(
+        self, workspace: str, bundle_id: str, before: int | None, limit: int
+    ) -> list[tuple[int, str]]:
+        """Audit entries of a gateway bundle, newest first, older than sequence ``before``."""
+        rows = self._conn.execute(
+            "SELECT seq, entry FROM gateway_audit WHERE workspace = ? AND bundle_id = ? AND seq < ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (workspace, bundle_id, before if before is not None else 2**62, limit),
+        ).fetchall()
+        return [(int(seq), str(entry)) for seq, entry in rows]
 
     def put_secret(self, key: str, value: str) -> None:
         """Store a secret value under ``key`` (a secret's id, or ``<entity id>:<purpose>``)."""

@@ -13,6 +13,7 @@ from bundle_operator.platform.models import (
     Catalog,
     CatalogTool,
     EndpointCreate,
+    EndpointOAuth,
     EndpointUpdate,
     GatewayBundleUpdate,
     GatewayEntryCuration,
@@ -404,7 +405,12 @@ async def test_endpoints_issue_a_key_once_and_go_with_their_bundle(
 
 async def test_an_oauth_endpoint_has_no_key(client: PlatformClient, ws: str) -> None:
     gw = await bundle(client, ws)
-    request_body = EndpointCreate(name=f"oa-{ws}", gateway_bundle_id=gw.id, auth_mode="OAuth")
+    request_body = EndpointCreate(
+        name=f"oa-{ws}",
+        gateway_bundle_id=gw.id,
+        auth_mode="OAuth",
+        oauth=EndpointOAuth(issuer="https://issuer.example"),
+    )
     endpoint = await create(client, ws, kinds.ENDPOINTS, request_body)
     assert endpoint.api_key is None
     with pytest.raises(Conflict):

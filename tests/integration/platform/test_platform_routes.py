@@ -22,6 +22,7 @@ from bundle_operator.platform.models import (
     ChannelCreate,
     ChannelUpdate,
     EndpointCreate,
+    EndpointOAuth,
     EndpointUpdate,
     GatewayBundleCreate,
     GatewayBundleUpdate,
@@ -173,7 +174,12 @@ async def _gateway_bundle(client: PlatformClient, ws: str) -> Any:
 
 async def _endpoint(client: PlatformClient, ws: str) -> Any:
     gw = await bundle(client, ws)
-    body = EndpointCreate(name=f"rt-{ws}", gateway_bundle_id=gw.id, auth_mode="OAuth")
+    body = EndpointCreate(
+        name=f"rt-{ws}",
+        gateway_bundle_id=gw.id,
+        auth_mode="OAuth",
+        oauth=EndpointOAuth(issuer="https://issuer.example"),
+    )
     return (
         body,
         EndpointUpdate(profile="ChatGPT"),

@@ -51,6 +51,8 @@ from bundle_operator.platform.models.base import Value as Value
 from bundle_operator.platform.models.endpoints import ApiKeyIssued as ApiKeyIssued
 from bundle_operator.platform.models.endpoints import Endpoint as Endpoint
 from bundle_operator.platform.models.endpoints import EndpointCreate as EndpointCreate
+from bundle_operator.platform.models.endpoints import EndpointOAuth as EndpointOAuth
+from bundle_operator.platform.models.endpoints import EndpointRateLimit as EndpointRateLimit
 from bundle_operator.platform.models.endpoints import EndpointUpdate as EndpointUpdate
 from bundle_operator.platform.models.endpoints import GatewayAuditEntry as GatewayAuditEntry
 from bundle_operator.platform.models.endpoints import IdempotencyRecord as IdempotencyRecord

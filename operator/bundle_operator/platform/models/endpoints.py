@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import (
-    Field,
-)
+from pydantic import Field
 
 # The knowledge source types and the name rules are defined once, in the document package, so
 # analyze checks the same fields and patterns.
@@ -20,6 +18,32 @@ from bundle_operator.platform.models.base import (
 
 # --- Endpoints --------------------------------------------------------------------------------
 
+Scope = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[\x21\x23-\x5b\x5d-\x7e]+$")]
+ToolPattern = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class EndpointOAuth(ApiModel):
+    """Whose bearer tokens an OAuth endpoint accepts (DESIGN.md §9.4), and what they must carry."""
+
+    issuer: Annotated[str, Field(pattern=r"^https://[^\s?#]+$", max_length=2048)] = Field(
+        description="the authorization server; its keys are found through its metadata"
+    )
+    audience: Annotated[str, Field(min_length=1, max_length=2048)] | None = Field(
+        default=None, description="what aud must contain; default the endpoint's URL"
+    )
+    required_scopes: list[Scope] = Field(default_factory=list, max_length=64)
+    tool_scopes: dict[ToolPattern, list[Scope]] = Field(
+        default_factory=dict,
+        description="presented tool name or glob -> the scopes a token needs to see and call it",
+    )
+
+
+class EndpointRateLimit(ApiModel):
+    """A token bucket per client over tools/call: ``burst`` at once, refilled at the rate per minute."""
+
+    requests_per_minute: int = Field(ge=1, le=1_000_000)
+    burst: int | None = Field(default=None, ge=1, le=1_000_000, description="default requests_per_minute")
+
 
 class EndpointCreate(ApiModel):
     """An endpoint exposing a gateway bundle; ApiKey endpoints issue a key once, in the create response."""
@@ -27,6 +51,8 @@ class EndpointCreate(ApiModel):
     name: UrlName
     gateway_bundle_id: EntityId
     auth_mode: Literal["ApiKey", "OAuth"] = "ApiKey"
+    oauth: EndpointOAuth | None = Field(default=None, description="required for OAuth, refused for ApiKey")
+    rate_limit: EndpointRateLimit | None = None
     profile: Literal["Default", "ChatGPT"] = "Default"
     enabled: bool = True
 
@@ -36,6 +62,8 @@ class EndpointUpdate(ApiModel):
 
     profile: Literal["Default", "ChatGPT"] | None = None
     enabled: bool | None = None
+    oauth: EndpointOAuth | None = None
+    rate_limit: EndpointRateLimit | None = Field(default=None, description="null removes the limit")
 
 
 class Endpoint(Entity):
@@ -44,6 +72,8 @@ class Endpoint(Entity):
     name: str
     gateway_bundle_id: str
     auth_mode: Literal["ApiKey", "OAuth"]
+    oauth: EndpointOAuth | None = None
+    rate_limit: EndpointRateLimit | None = None
     profile: Literal["Default", "ChatGPT"]
     enabled: bool
     url: str
@@ -62,11 +92,12 @@ class GatewayAuditEntry(ApiModel):
     at: str
     bundle: str
     endpoint: str
+    who: str | None = Field(default=None, description="key:<endpoint id> or sub:<token subject>")
     presented_name: str
     member: str | None
     tool: str | None
     duration_ms: float
-    outcome: Literal["ok", "tool_error", "error", "refused"]
+    outcome: Literal["ok", "tool_error", "error", "refused", "forbidden", "rate_limited"]
     error: str | None
 
 

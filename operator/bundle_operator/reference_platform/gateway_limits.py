@@ -1,0 +1,77 @@
+"""Per-client rate limits on an endpoint's tool calls: a token bucket per (endpoint, client).
+
+A bucket holds ``burst`` calls and refills at ``requests_per_minute``; a call that finds it empty is
+refused with how long until the next call fits (HTTP 429, ``Retry-After``). Only ``tools/call``
+counts: session set-up, lists and notifications never use up a client's calls. Buckets live in
+memory; idle full ones are dropped when there are many, so made-up client names cannot grow it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+MAX_BUCKETS = 100_000
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+class RateLimiter:
+    """Token buckets keyed by (endpoint id, client)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._buckets: dict[tuple[str, str], _Bucket] = {}
+
+    def take(self, key: tuple[str, str], per_minute: int, burst: int) -> float | None:
+        """Spend one call; None when it fits, else the seconds until one would."""
+        now = self._clock()
+        rate = per_minute / 60.0
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            if len(self._buckets) >= MAX_BUCKETS:
+                self._prune(now, rate, burst)
+            bucket = self._buckets[key] = _Bucket(float(burst), now)
+        else:
+            bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.at) * rate)
+            bucket.at = now
+        if bucket.tokens >= 1.0:
+            bucket.tokens -= 1.0
+            return None
+        return (1.0 - bucket.tokens) / rate
+
+    def _prune(self, now: float, rate: float, burst: int) -> None:
+        # A bucket that has refilled completely holds no information: forget it.
+        full = [k for k, b in self._buckets.items() if b.tokens + (now - b.at) * rate >= burst]
+        for key in full:
+            del self._buckets[key]
+        while len(self._buckets) >= MAX_BUCKETS:
+            del self._buckets[next(iter(self._buckets))]
+
+
+def retry_after(seconds: float) -> str:
+    """A Retry-After value: whole seconds, at least 1."""
+    return str(max(1, math.ceil(seconds)))
+
+
+def tool_calls(body: bytes) -> list[str]:
+    """The tool names of the ``tools/call`` requests in a JSON-RPC body (one message or a batch)."""
+    try:
+        message = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return []  # the SDK answers a body it cannot read; it calls no tool
+    messages = message if isinstance(message, list) else [message]
+    names: list[str] = []
+    for item in messages:
+        if isinstance(item, dict) and item.get("method") == "tools/call":
+            params = item.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            names.append(name if isinstance(name, str) else "")
+    return names
