@@ -54,6 +54,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +165,7 @@ class _Member:
         self._legacy_sessions: dict[str, ServerSession] = {}
         self.last_headers: dict[str, str] = {}
         self.legacy_streams = 0
+        self.tool_calls: Counter[str] = Counter()
         self.closing: anyio.Event | None = None  # set on shutdown: ends the legacy GET streams
         self.server = _ListChangedServer(
             name,
@@ -195,6 +197,7 @@ class _Member:
         self, ctx: ServerRequestContext[Any], params: CallToolRequestParams
     ) -> CallToolResult:
         found = self._tools.get(params.name)
+        self.tool_calls[params.name] += 1
         if found is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
         arguments = params.arguments or {}
@@ -567,6 +570,10 @@ class Members:
     def last_headers(self, member: str) -> dict[str, str]:
         """The headers (lower-case names) of the last request that reached `member`'s ``/mcp``."""
         return dict(self._members[member].last_headers)
+
+    def tool_calls(self, member: str, tool: str) -> int:
+        """How many ``tools/call`` of `tool` reached `member`."""
+        return self._members[member].tool_calls[tool]
 
     async def add_tool(self, member: str, name: str, description: str = "") -> None:
         """Add a tool to `member` and notify its connected clients (both eras)."""

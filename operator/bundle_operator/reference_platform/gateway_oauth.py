@@ -280,15 +280,15 @@ def _pick(state: _Issuer, kid: object, algorithm: str) -> _Key | None:
 
 
 def _scopes(claims: Mapping[str, Any]) -> set[str]:
-    scope = claims.get("scope")
-    if isinstance(scope, str):
-        return set(scope.split())
-    scp = claims.get("scp")
-    if isinstance(scp, str):
-        return set(scp.split())
-    if isinstance(scp, list):
-        return {s for s in scp if isinstance(s, str)}
-    return set()
+    """The token's scopes: ``scope`` (space-separated, RFC 8693) and ``scp`` (a list or a string)."""
+    found: set[str] = set()
+    for claim in ("scope", "scp"):
+        value = claims.get(claim)
+        if isinstance(value, str):
+            found.update(value.split())
+        elif isinstance(value, list):
+            found.update(s for s in value if isinstance(s, str))
+    return found
 
 
 def protected_resource_metadata(resource: str, settings: OAuthSettings, name: str) -> dict[str, Any]:

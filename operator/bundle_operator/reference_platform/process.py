@@ -29,8 +29,13 @@ class PlatformProcess:
         return self.process.wait(timeout=20)
 
 
-def start_platform(db: Path, *extra: str, log: Path | None = None) -> PlatformProcess:
-    """Start the reference platform on a free loopback port and wait until it listens."""
+def start_platform(
+    db: Path, *extra: str, log: Path | None = None, env: dict[str, str] | None = None
+) -> PlatformProcess:
+    """Start the reference platform on a free loopback port and wait until it listens.
+
+    ``env`` adds to the environment it inherits (SSL_CERT_FILE for an issuer's own CA).
+    """
     if log is None:
         handle, name = tempfile.mkstemp(prefix="reference-platform-", suffix=".log")
         os.close(handle)
@@ -41,6 +46,7 @@ def start_platform(db: Path, *extra: str, log: Path | None = None) -> PlatformPr
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
+            env={**os.environ, **env} if env else None,
         )
     assert process.stdout is not None
     line = process.stdout.readline()

@@ -1,0 +1,146 @@
+"""An OAuth authorization server for tests: its metadata and key set over HTTPS with its own CA.
+
+It serves ``/.well-known/openid-configuration`` and ``/jwks`` (counting each read) and mints JWTs
+with RSA or EC keys, as a real issuer's token endpoint would hand them out. Keys can be rotated: the
+key set then lists only the new key, as after a real rotation. No real issuer can be reached from
+here, so this stands in for one, speaking the documents RFC 8414 and OpenID Connect Discovery define.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+
+from tests.tls import QuietHandler, TlsFiles, https_server, throwaway_tls
+
+PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
+
+
+@dataclass
+class SigningKey:
+    """One of the issuer's keys: its id, algorithm and private half."""
+
+    kid: str
+    alg: str
+    private: PrivateKey
+
+    def public_jwk(self) -> dict[str, Any]:
+        """The key as the key set publishes it."""
+        if isinstance(self.private, rsa.RSAPrivateKey):
+            jwk: dict[str, Any] = json.loads(RSAAlgorithm.to_jwk(self.private.public_key()))
+        else:
+            jwk = json.loads(ECAlgorithm.to_jwk(self.private.public_key()))
+        return {**jwk, "kid": self.kid, "alg": self.alg, "use": "sig"}
+
+
+def new_key(alg: str) -> SigningKey:
+    """A fresh RS256 or ES256 key with a random id."""
+    private: PrivateKey = (
+        rsa.generate_private_key(65537, 2048)
+        if alg.startswith(("RS", "PS"))
+        else ec.generate_private_key(ec.SECP256R1())
+    )
+    return SigningKey(f"{alg.lower()}-{secrets.token_hex(4)}", alg, private)
+
+
+@dataclass
+class StubIssuer:
+    """The issuer's state: its published keys, and how often its documents were read."""
+
+    port: int
+    tls: TlsFiles
+    keys: list[SigningKey] = field(default_factory=list)
+    hits: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        """The issuer identifier (its base URL)."""
+        return f"https://127.0.0.1:{self.port}"
+
+    def key(self, alg: str = "RS256") -> SigningKey:
+        """The first published key of ``alg``."""
+        return next(k for k in self.keys if k.alg == alg)
+
+    def rotate(self, alg: str = "RS256") -> SigningKey:
+        """Replace the keys of ``alg`` with a new one; returns it."""
+        fresh = new_key(alg)
+        with self.lock:
+            self.keys = [k for k in self.keys if k.alg != alg] + [fresh]
+        return fresh
+
+    def token(
+        self,
+        subject: str = "ann",
+        *,
+        audience: str | list[str],
+        scopes: str = "",
+        key: SigningKey | None = None,
+        issuer: str | None = None,
+        lifetime: float = 300.0,
+        not_before: float | None = None,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, Any] | None = None,
+    ) -> str:
+        """A signed access token."""
+        signer = key or self.keys[0]
+        now = time.time()
+        claims: dict[str, Any] = {
+            "iss": issuer or self.url,
+            "sub": subject,
+            "aud": audience,
+            "iat": int(now),
+            "exp": int(now + lifetime),
+            "scope": scopes,
+            **(extra or {}),
+        }
+        if not_before is not None:
+            claims["nbf"] = int(not_before)
+        return jwt.encode(
+            claims, signer.private, algorithm=signer.alg, headers={"kid": signer.kid, **(headers or {})}
+        )
+
+
+@contextmanager
+def stub_issuer(tmp: Path) -> Iterator[StubIssuer]:
+    """Run an issuer with an RSA and an EC key and a throwaway CA (``issuer.tls.ca_file``)."""
+    tls = throwaway_tls(tmp, "stub issuer CA")
+    state: dict[str, StubIssuer] = {}
+
+    class Handler(QuietHandler):
+        def do_GET(self) -> None:
+            issuer = state["issuer"]
+            path = urlsplit(self.path).path
+            with issuer.lock:
+                issuer.hits[path] += 1
+                keys = list(issuer.keys)
+            if path == "/.well-known/openid-configuration":
+                body: dict[str, Any] = {
+                    "issuer": issuer.url,
+                    "jwks_uri": f"{issuer.url}/jwks",
+                    "token_endpoint": f"{issuer.url}/token",
+                    "id_token_signing_alg_values_supported": ["RS256", "ES256"],
+                }
+            elif path == "/jwks":
+                body = {"keys": [k.public_jwk() for k in keys]}
+            else:
+                self.answer(404, b"{}")
+                return
+            self.answer(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+
+    with https_server(Handler, tls) as port:
+        state["issuer"] = StubIssuer(port=port, tls=tls, keys=[new_key("RS256"), new_key("ES256")])
+        yield state["issuer"]
