@@ -259,27 +259,51 @@ def test_endpoint_waits_for_its_installation_and_never_takes_a_foreign_secret(
     assert not platform_endpoints(platform, namespace, other)
 
 
-def test_oauth_endpoint_stalls_and_creates_nothing(
+def test_an_oauth_endpoint_is_served_with_its_issuer_and_keeps_no_secret(
     kubectl: Kubectl, platform: PlatformProcess, namespace: str, tmp_path: Path
 ) -> None:
     apply_installation(kubectl, namespace, tmp_path)
     wait_ready(kubectl, "bundleinstallation", INSTALLATION, namespace)
     name = endpoint_name(namespace)
-    manifest = endpoint_manifest(name, auth={"mode": "OAuth"})
+    oauth = {
+        "issuer": "https://login.example",
+        "requiredScopes": ["mcp:tools"],
+        "toolScopes": {"github__*": ["repo"]},
+    }
+    manifest = endpoint_manifest(name, auth={"mode": "OAuth", "oauth": oauth})
     del manifest["spec"]["credentialsSecretName"]
+    manifest["spec"]["rateLimit"] = {"requestsPerMinute": 120, "burst": 10}
     kubectl.apply(write(tmp_path, "endpoint.yaml", manifest), namespace=namespace)
+    obj = wait_ready(kubectl, "bep", name, namespace)
+    [served] = platform_endpoints(platform, namespace, name)
+    assert served["auth_mode"] == "OAuth" and served["url"] == obj["status"]["url"]  # type: ignore[index]
+    assert served["oauth"]["issuer"] == "https://login.example"
+    assert served["oauth"]["tool_scopes"] == {"github__*": ["repo"]}
+    assert served["rate_limit"] == {"requests_per_minute": 120, "burst": 10}
+    secrets = json.loads(kubectl.run("get", "secrets", "-n", namespace, "-o", "json").stdout)["items"]
+    assert not [s for s in secrets if s["metadata"].get("ownerReferences")
+                and s["metadata"]["ownerReferences"][0]["kind"] == "Endpoint"]  # fmt: skip
 
-    def stalled() -> dict[str, Any] | None:
-        obj = kubectl.get("bep", name, namespace)
-        found = condition(obj, "Stalled")
-        observed = (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"]
-        return obj if found and found["status"] == "True" and observed else None
+    # A changed scope and limit reach the platform endpoint in place.
+    manifest["spec"]["auth"]["oauth"]["requiredScopes"] = ["mcp:tools", "mcp:read"]
+    del manifest["spec"]["rateLimit"]
+    kubectl.apply(write(tmp_path, "endpoint.yaml", manifest), namespace=namespace)
+    wait_until(
+        lambda: (
+            platform_endpoints(platform, namespace, name)[0]["oauth"]["required_scopes"]
+            == ["mcp:tools", "mcp:read"]
+            or None
+        ),
+        60,
+        "the new scopes on the platform",
+    )
+    assert platform_endpoints(platform, namespace, name)[0]["rate_limit"] is None
 
-    obj = wait_until(stalled, 60, "the OAuth Endpoint to stall")
-    assert condition(obj, "Stalled")["reason"] == "OAuthUnsupported"
-    assert condition(obj, "Ready")["status"] == "False"
-    assert "nothing was created" in condition(obj, "Stalled")["message"]
-    assert not platform_endpoints(platform, namespace, name)
+    # OAuth without its issuer is refused by the API server itself.
+    bare = endpoint_manifest(endpoint_name(namespace) + "x", auth={"mode": "OAuth"})
+    del bare["spec"]["credentialsSecretName"]
+    refused = kubectl.run("apply", "-n", namespace, "-f", str(write(tmp_path, "e1.yaml", bare)), check=False)
+    assert refused.returncode != 0 and "auth.oauth (at least its issuer) is required" in refused.stderr
 
     # The API server refuses what the operator could not do: switching the auth mode, an ApiKey
     # Endpoint without a Secret to write to, a name that cannot be a URL path segment.
@@ -295,7 +319,10 @@ def test_oauth_endpoint_stalls_and_creates_nothing(
         "apply", "-n", namespace, "-f", str(write(tmp_path, "e3.yaml", keyless)), check=False
     )
     assert refused.returncode != 0 and "credentialsSecretName is required" in refused.stderr
-    moved = {**manifest, "spec": {"installationRef": {"name": "another"}, "auth": {"mode": "OAuth"}}}
+    moved = {
+        **manifest,
+        "spec": {"installationRef": {"name": "another"}, "auth": {"mode": "OAuth", "oauth": oauth}},
+    }
     refused = kubectl.run("apply", "-n", namespace, "-f", str(write(tmp_path, "e5.yaml", moved)), check=False)
     assert refused.returncode != 0 and "installationRef cannot change" in refused.stderr
     dotted = endpoint_manifest("has.dots")
@@ -304,5 +331,6 @@ def test_oauth_endpoint_stalls_and_creates_nothing(
     )
     assert refused.returncode != 0 and "URL path segment" in refused.stderr
 
-    # Deleting it deletes nothing on the platform and does not hang.
+    # Deleting it deletes the platform endpoint and does not hang.
     kubectl.run("delete", "bep", name, "-n", namespace, "--wait=true", "--timeout=60s")
+    assert not platform_endpoints(platform, namespace, name)

@@ -65,6 +65,8 @@ from bundle_operator.k8s.setup import SetupProblem
 from bundle_operator.platform import kinds
 from bundle_operator.platform.errors import Conflict, NotFound, PlatformError, PreconditionFailed, Refused
 from bundle_operator.platform.models import Endpoint, EndpointCreate, EndpointUpdate
+from bundle_operator.platform.models import EndpointOAuth as PlatformOAuth
+from bundle_operator.platform.models import EndpointRateLimit as PlatformRateLimit
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +80,41 @@ def idempotency_key(uid: str, body: EndpointCreate) -> str:
     return f"bundle-operator/endpoint/{uid}/{hashlib.sha256(text.encode()).hexdigest()[:24]}"
 
 
+def platform_oauth(spec: EndpointSpec) -> PlatformOAuth | None:
+    """The platform's OAuth settings for the spec's ``auth.oauth``."""
+    oauth = spec.auth.oauth
+    if spec.auth.mode != "OAuth" or oauth is None:
+        return None
+    return PlatformOAuth(
+        issuer=oauth.issuer,
+        audience=oauth.audience,
+        required_scopes=list(oauth.required_scopes),
+        tool_scopes={k: list(v) for k, v in oauth.tool_scopes.items()},
+    )
+
+
+def platform_rate_limit(spec: EndpointSpec) -> PlatformRateLimit | None:
+    """The platform's rate limit for the spec's ``rateLimit``."""
+    limit = spec.rate_limit
+    if limit is None:
+        return None
+    return PlatformRateLimit(requests_per_minute=limit.requests_per_minute, burst=limit.burst)
+
+
 def wanted_update(spec: EndpointSpec, endpoint: Endpoint) -> EndpointUpdate | None:
-    """The PATCH that brings ``endpoint`` to the spec's profile and enabled, or None."""
+    """The PATCH that brings ``endpoint`` to the spec's profile, enabled, OAuth settings and rate
+    limit, or None."""
     changes: dict[str, Any] = {}
     if endpoint.profile != spec.profile:
         changes["profile"] = spec.profile
     if endpoint.enabled != spec.enabled:
         changes["enabled"] = spec.enabled
+    oauth = platform_oauth(spec)
+    if oauth is not None and endpoint.oauth != oauth:
+        changes["oauth"] = oauth
+    rate_limit = platform_rate_limit(spec)
+    if endpoint.rate_limit != rate_limit:
+        changes["rate_limit"] = rate_limit
     return EndpointUpdate(**changes) if changes else None
 
 
@@ -200,20 +230,16 @@ class EndpointReconciler:
                 )
             )
             return Done("stalled")
-        if spec.auth.mode == "OAuth":
-            # The reference platform stores OAuth endpoints but has no authorization server to sign
-            # clients in: an endpoint created so would serve nobody. Nothing is created.
-            status.served(cleared())
+        if (spec.auth.mode == "OAuth") != (spec.auth.oauth is not None):
             status.conditions(
                 cond.stalled(
-                    "OAuthUnsupported",
-                    "auth.mode OAuth is not supported: the platform has no OAuth sign-in for endpoints, so "
-                    "clients could not connect; nothing was created. Create the Endpoint with auth.mode "
-                    "ApiKey instead (auth.mode cannot change in place)",
+                    "InvalidSpec",
+                    "spec.auth.oauth: required when auth.mode is OAuth (at least its issuer), and only then; "
+                    "fix the resource",
                 )
             )
             return Done("stalled")
-        if spec.credentials_secret_name is None:
+        if spec.credentials_secret_name is None and spec.auth.mode == "ApiKey":
             status.conditions(
                 cond.stalled(
                     "InvalidSpec",
@@ -225,8 +251,12 @@ class EndpointReconciler:
         return spec
 
     async def _own_secret(self, run: Run, spec: EndpointSpec) -> dict[str, Any] | None:
-        """The credentials Secret, if it exists; a Secret this Endpoint does not own is never touched."""
-        assert spec.credentials_secret_name is not None
+        """The credentials Secret, if it exists; a Secret this Endpoint does not own is never touched.
+
+        An OAuth endpoint has no key, so it keeps no Secret.
+        """
+        if spec.auth.mode == "OAuth" or spec.credentials_secret_name is None:
+            return None
         secret = await self.kube.read_secret(run.namespace, spec.credentials_secret_name)
         if secret is None or owned_by(secret, run.uid):
             return secret
@@ -299,8 +329,7 @@ class EndpointReconciler:
         """Issue a key when the Secret has none, another endpoint's, or a rotation is asked; write it."""
         endpoint, issued = observed.endpoint, observed.issued
         secret_name = spec.credentials_secret_name
-        assert secret_name is not None
-        if endpoint is None:
+        if endpoint is None or secret_name is None or spec.auth.mode == "OAuth":
             return
         # A removed annotation asks for nothing: the Secret keeps the request it last answered.
         rotation = rotation_request(run.body) or remembered_rotation(secret)
@@ -375,6 +404,8 @@ class EndpointReconciler:
             name=name,
             gateway_bundle_id=target.gateway_id,
             auth_mode=spec.auth.mode,
+            oauth=platform_oauth(spec),
+            rate_limit=platform_rate_limit(spec),
             profile=spec.profile,
             enabled=spec.enabled,
         )
@@ -469,8 +500,8 @@ class EndpointReconciler:
             spec = EndpointSpec.model_validate(body.get("spec") or {})
         except ValidationError:
             return  # a spec that never validated never created anything
-        if spec.auth.mode != "ApiKey" or not _NAME.fullmatch(meta["name"]):
-            return  # nothing was created
+        if (spec.auth.mode == "OAuth" and spec.auth.oauth is None) or not _NAME.fullmatch(meta["name"]):
+            return  # a spec the reconcile stalls on created nothing
         try:
             target = await find_target(
                 self.kube, self.settings, self.platforms, meta["namespace"], spec, deleting_ok=True

@@ -45,7 +45,22 @@ def ready_conditions(spec: EndpointSpec, view: dict[str, Any], *, paused: bool =
         message = (
             f"up to date; the {ANNOTATION_PAUSED} annotation is set, so nothing would be written: {message}"
         )
-    return cond.ready(reason, message)
+    return [*cond.ready(reason, message), degraded(members, enabled=spec.enabled)]
+
+
+def degraded(members: list[dict[str, Any]], *, enabled: bool = True) -> cond.Cond:
+    """Degraded=True while a member of a served endpoint is down; it clears when the member is back."""
+    down = [m for m in members if not m["healthy"]]
+    if not enabled or not down:
+        return cond.false("Degraded", "MembersAvailable", "")
+    named = "; ".join(f"{m['name']}: {m.get('message') or 'not reachable'}" for m in down[:5])
+    more = f" and {len(down) - 5} more" if len(down) > 5 else ""
+    return cond.true(
+        "Degraded",
+        "MemberUnavailable",
+        f"the endpoint serves without {len(down)} member(s): {named}{more}; their tools fail until they "
+        "are back",
+    )
 
 
 @dataclass

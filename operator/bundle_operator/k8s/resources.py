@@ -8,7 +8,7 @@ types) only shape the CRD; the operator's own analyze reports what a structural 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -496,13 +496,51 @@ class InstallationRef(_Model):
     name: str = Field(min_length=1, max_length=253, description="The BundleInstallation's name.")
 
 
+_SCOPE = r"^[\x21\x23-\x5b\x5d-\x7e]{1,256}$"
+
+
+class EndpointOAuth(_Model):
+    """Whose bearer tokens an OAuth endpoint accepts, and what they must carry (DESIGN.md §9.4)."""
+
+    issuer: str = Field(
+        pattern=r"^https://[^\s?#]+$",
+        max_length=2048,
+        description="The authorization server (https); its keys are found through its metadata.",
+    )
+    audience: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description="What a token's aud must contain; default the endpoint's URL.",
+    )
+    required_scopes: list[Annotated[str, Field(pattern=_SCOPE)]] = Field(
+        default_factory=list, max_length=64, description="Scopes every request's token must carry."
+    )
+    tool_scopes: dict[str, list[Annotated[str, Field(pattern=_SCOPE)]]] = Field(
+        default_factory=dict,
+        description="Presented tool name or glob (e.g. github__*) -> the scopes a token needs to see "
+        "and call the tools it matches; tools no pattern matches need none.",
+        json_schema_extra={"maxProperties": 256},
+    )
+
+
 class EndpointAuth(_Model):
     """How clients authenticate to the endpoint."""
 
     mode: Literal["ApiKey", "OAuth"] = Field(
         default="ApiKey",
         description="ApiKey: the platform issues a key, written to credentialsSecretName. OAuth: "
-        "clients sign in; not served by the reference platform (the Endpoint stalls).",
+        "clients bring bearer tokens of auth.oauth.issuer; no key exists.",
+    )
+    oauth: EndpointOAuth | None = Field(default=None, description="Required for OAuth; refused for ApiKey.")
+
+
+class EndpointRateLimit(_Model):
+    """A token bucket per client (API key, or token subject) over tools/call."""
+
+    requests_per_minute: int = Field(ge=1, le=1_000_000, description="Calls a minute the bucket refills.")
+    burst: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Calls at once; default requestsPerMinute."
     )
 
 
@@ -515,6 +553,16 @@ class EndpointSpec(_Model):
                 {
                     "rule": f"has(self.credentialsSecretName) || {_AUTH_MODE.format(s='self')} == 'OAuth'",
                     "message": "credentialsSecretName is required when auth.mode is ApiKey (the default)",
+                },
+                {
+                    "rule": f"{_AUTH_MODE.format(s='self')} != 'OAuth' || "
+                    "(has(self.auth) && has(self.auth.oauth))",
+                    "message": "auth.oauth (at least its issuer) is required when auth.mode is OAuth",
+                },
+                {
+                    "rule": "!(has(self.auth) && has(self.auth.oauth)) || "
+                    f"{_AUTH_MODE.format(s='self')} == 'OAuth'",
+                    "message": "auth.oauth is only for auth.mode OAuth",
                 },
                 {
                     # On spec, not on auth: a rule on auth would not see auth added where it was left out.
@@ -540,6 +588,9 @@ class EndpointSpec(_Model):
     )
     enabled: bool = Field(
         default=True, description="Serve the endpoint; false disables it on the platform without deleting it."
+    )
+    rate_limit: EndpointRateLimit | None = Field(
+        default=None, description="Tool calls a client may make; none: no limit. Past it: HTTP 429."
     )
     credentials_secret_name: str | None = Field(
         default=None,

@@ -196,9 +196,18 @@ def test_endpoint_rules_keep_its_reference_and_auth_mode_and_its_name_a_url_segm
         "auth",
         "profile",
         "enabled",
+        "rateLimit",
         "credentialsSecretName",
     }
     assert node_at(endpoint, "spec.auth.mode")["enum"] == ["ApiKey", "OAuth"]
+    assert set(node_at(endpoint, "spec.auth.oauth")["properties"]) == {
+        "issuer",
+        "audience",
+        "requiredScopes",
+        "toolScopes",
+    }
+    assert "auth.oauth (at least its issuer) is required when auth.mode is OAuth" in spec_rules
+    assert "auth.oauth is only for auth.mode OAuth" in spec_rules
     assert node_at(endpoint, "spec.profile")["enum"] == ["Default", "ChatGPT"]
 
 

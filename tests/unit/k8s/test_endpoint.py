@@ -464,16 +464,41 @@ def test_an_installation_without_a_gateway_is_waited_for(
     assert world.platform.calls == []
 
 
-def test_oauth_stalls_and_creates_nothing(world: World) -> None:
+def test_oauth_without_its_issuer_stalls_and_creates_nothing(world: World) -> None:
     world.install()
     world.body["spec"] = {"installationRef": {"name": "kit"}, "auth": {"mode": "OAuth"}}
     assert world.run() == "stalled"
     stalled = world.condition("Stalled")
-    assert (stalled["status"], stalled["reason"]) == ("True", "OAuthUnsupported")
-    assert "nothing was created" in stalled["message"]
+    assert (stalled["status"], stalled["reason"]) == ("True", "InvalidSpec")
+    assert stalled["message"].startswith("spec.auth.oauth: required when auth.mode is OAuth")
     assert world.condition("Ready")["status"] == "False"
-    assert world.body["status"]["observedGeneration"] == 1
     assert world.platform.calls == [] and world.kube.secrets == {}
+
+
+def test_an_oauth_endpoint_carries_its_issuer_and_scopes_and_keeps_no_secret(world: World) -> None:
+    world.install()
+    oauth = {
+        "issuer": "https://login.example",
+        "requiredScopes": ["mcp:tools"],
+        "toolScopes": {"github__*": ["repo"]},
+    }
+    world.body["spec"] = {
+        "installationRef": {"name": "kit"},
+        "auth": {"mode": "OAuth", "oauth": oauth},
+        "rateLimit": {"requestsPerMinute": 60},
+    }
+    assert world.run() == "success"
+    [row] = world.platform.endpoints.values()
+    assert row["auth_mode"] == "OAuth"
+    assert row["oauth"] == {
+        "issuer": "https://login.example",
+        "audience": None,
+        "required_scopes": ["mcp:tools"],
+        "tool_scopes": {"github__*": ["repo"]},
+    }
+    assert row["rate_limit"] == {"requests_per_minute": 60, "burst": None}
+    assert world.kube.secrets == {}
+    assert world.condition("Ready")["status"] == "True"
 
 
 def test_an_endpoint_is_created_its_key_written_to_an_owned_secret_and_nowhere_else(
@@ -496,6 +521,9 @@ def test_an_endpoint_is_created_its_key_written_to_an_owned_secret_and_nowhere_e
     assert status["presentedTools"] == ["github__list_issues"]
     assert status["members"] == [{"name": "github", "healthy": False, "message": "connection refused"}]
     assert world.condition("Ready")["status"] == "True" and status["observedGeneration"] == 1
+    degraded = world.condition("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "MemberUnavailable")
+    assert "github: connection refused" in degraded["message"]
     assert {reason for _, reason, _ in world.events.posted} == {"Created", "KeyIssued"}
     for text in (str(world.kube.status_writes), str(world.events.posted), caplog.text):
         assert key not in text
