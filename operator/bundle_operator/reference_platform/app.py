@@ -99,6 +99,9 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         return problem_response(ApiError(500, "internal_error", "the platform failed unexpectedly"))
 
 
+METRICS_ROUTE_NAME = "platform-metrics"
+
+
 def auth_middleware(token: str | None) -> Middleware:
     """Require ``Authorization: Bearer <token>`` on the API and admin routes when a token is set."""
 
@@ -149,6 +152,7 @@ def create_app(config: ServerConfig) -> web.Application:
     )
     discovery = DiscoveryService(ctx.store, interval=config.discovery_interval)
     app.router.add_get("/healthz", health)
+    app.router.add_get("/metrics", gateway.metrics.route, name=METRICS_ROUTE_NAME)
     # Endpoints answer MCP on the API's own listener, under the public URL's path.
     endpoint_path = f"{mcp_path_prefix(config.public_url)}/{{endpoint}}/mcp"
     app.router.add_route("*", endpoint_path, gateway.handle, name=ROUTE_NAME)

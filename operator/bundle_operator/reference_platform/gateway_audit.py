@@ -21,6 +21,7 @@ from aiohttp import web
 
 from bundle_operator.platform.conventions import MAX_LIMIT
 from bundle_operator.platform.models import GatewayAuditEntry
+from bundle_operator.reference_platform.gateway_metrics import UNKNOWN_TOOL, GatewayMetrics
 from bundle_operator.reference_platform.gateway_oauth import Principal
 from bundle_operator.reference_platform.gateway_view import EndpointView
 from bundle_operator.reference_platform.http import json_response, workspace
@@ -46,9 +47,12 @@ class Retention:
 class AuditLog:
     """Tool calls through the gateway, written to the database in batches."""
 
-    def __init__(self, store: Store, retention: Retention = Retention()) -> None:
+    def __init__(
+        self, store: Store, retention: Retention = Retention(), metrics: GatewayMetrics | None = None
+    ) -> None:
         self.store = store
         self.retention = retention
+        self.metrics = metrics or GatewayMetrics()
         self._pending: list[tuple[str, str, str, str]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -77,6 +81,9 @@ class AuditLog:
     ) -> None:
         """Queue one tool call (never its arguments) and log it."""
         at = time.time()
+        seconds = time.perf_counter() - started
+        known = tool is not None or (outcome == "rate_limited" and presented in view.tools)
+        self.metrics.tool_call(view.name, presented if known else UNKNOWN_TOOL, outcome, seconds)
         entry = GatewayAuditEntry(
             at=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z",
             bundle=view.bundle_name,
@@ -85,7 +92,7 @@ class AuditLog:
             presented_name=presented,
             member=getattr(tool, "member", None),
             tool=getattr(tool, "tool", None),
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            duration_ms=round(seconds * 1000, 3),
             outcome=outcome,
             error=error,
         )

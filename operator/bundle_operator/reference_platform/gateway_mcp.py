@@ -14,7 +14,6 @@ import contextlib
 import hmac
 import logging
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,6 +29,7 @@ from bundle_operator.reference_platform.asgi_bridge import serve_asgi
 from bundle_operator.reference_platform.gateway_audit import AuditLog, Retention
 from bundle_operator.reference_platform.gateway_endpoint import GatewayEndpoint
 from bundle_operator.reference_platform.gateway_limits import RateLimiter, retry_after, tool_calls
+from bundle_operator.reference_platform.gateway_metrics import GatewayMetrics
 from bundle_operator.reference_platform.gateway_oauth import (
     PRINCIPAL,
     OAuthSettings,
@@ -67,11 +67,11 @@ class Gateway:
         self.public_url = public_url
         self.verifier = verifier or TokenVerifier()
         self.limiter = RateLimiter()
-        self.token_refusals: Counter[str] = Counter()
+        self.metrics = GatewayMetrics()
         self.pool = MemberPool()
         self.forwarder = MemberForwarder()
         self.endpoints: dict[str, GatewayEndpoint] = {}
-        self.audit_log = AuditLog(store, retention or Retention())
+        self.audit_log = AuditLog(store, retention or Retention(), self.metrics)
         self._views: dict[str, tuple[int, EndpointView | None]] = {}
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
@@ -255,7 +255,7 @@ class Gateway:
                     request.headers.get("Authorization"), OAuthSettings.of(view.oauth, resource)
                 )
             except TokenRefused as refusal:
-                self.token_refusals[refusal.reason] += 1
+                self.metrics.token_refusals.labels(view.name, refusal.reason).inc()
                 raise _challenge(refusal, metadata) from None
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         key = view.api_key or ""

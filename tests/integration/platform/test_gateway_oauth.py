@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from platform_builders import key
 from platform_harness import TOKEN, PlatformProcess, start_platform
+from prometheus_client.parser import text_string_to_metric_families
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -236,6 +237,17 @@ async def test_a_valid_token_lists_and_calls_tools_within_its_scopes(
     assert "do-not-record-this" not in json.dumps(audit)
 
 
+async def metric(platform_url: str, name: str, **labels: str) -> float:
+    """One sample of the platform's /metrics (0 when the series does not exist)."""
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        text = (await http.get(f"{platform_url}/metrics")).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
 async def api_audit(api: PlatformClient, ws: str, bundle_id: str, **params: str) -> list[dict[str, Any]]:
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
         page = await http.get(
@@ -292,6 +304,14 @@ async def test_tokens_that_must_not_pass(api: PlatformClient, members: Members, 
 
     lacking = await post(url, issuer.token(audience=url, scopes="profile"), INITIALIZE)
     assert lacking.status_code == 403
+    refusals = {
+        reason: await metric(
+            api.base_url, "bundle_platform_gateway_token_refusals_total", endpoint=f"oa-{ws}", reason=reason
+        )
+        for reason in ("expired", "audience", "issuer", "algorithm", "unknown_key", "insufficient_scope")
+    }
+    # HS256 over the public key and alg none are both refused for their algorithm.
+    assert refusals == {r: 2.0 if r == "algorithm" else 1.0 for r in refusals}
     assert lacking.headers["WWW-Authenticate"].startswith(
         'Bearer error="insufficient_scope", scope="mcp:tools"'
     )
@@ -345,6 +365,22 @@ async def test_a_client_past_its_rate_limit_gets_429_and_others_do_not(
         await client.call_tool("weather__forecast", {"city": "Bergen"})
     audit = await api_audit(api, ws, bundle_id)
     assert [e["outcome"] for e in audit if e["who"] == "sub:ann"].count("rate_limited") == 1
+    endpoint = f"oa-{ws}"
+    assert (
+        await metric(api.base_url, "bundle_platform_gateway_rate_limited_requests_total", endpoint=endpoint)
+        == 1
+    )
+    ok = await metric(
+        api.base_url,
+        "bundle_platform_gateway_tool_calls_total",
+        endpoint=endpoint,
+        tool="weather__forecast",
+        outcome="ok",
+    )
+    assert ok == 3
+    assert (
+        await metric(api.base_url, "bundle_platform_gateway_tool_call_seconds_count", endpoint=endpoint) == 4
+    )
 
 
 async def test_the_audit_survives_a_restart_and_pages(
