@@ -27,6 +27,7 @@ from bundle_operator.reference_platform.discovery import DiscoveryService
 from bundle_operator.reference_platform.entity_routes import EntityRoutes
 from bundle_operator.reference_platform.gateway_audit import Retention
 from bundle_operator.reference_platform.gateway_mcp import (
+    CATALOG_ROUTE_NAME,
     METADATA_PREFIX,
     METADATA_ROUTE_NAME,
     ROUTE_NAME,
@@ -109,7 +110,7 @@ def auth_middleware(token: str | None) -> Middleware:
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if token is None or request.path == "/healthz":
             return await handler(request)
-        if request.match_info.route.name in (ROUTE_NAME, METADATA_ROUTE_NAME):
+        if request.match_info.route.name in (ROUTE_NAME, METADATA_ROUTE_NAME, CATALOG_ROUTE_NAME):
             return await handler(request)  # endpoints check their own keys or tokens
         given = request.headers.get("Authorization", "")
         scheme, _, value = given.partition(" ")
@@ -158,6 +159,8 @@ def create_app(config: ServerConfig) -> web.Application:
     app.router.add_route("*", endpoint_path, gateway.handle, name=ROUTE_NAME)
     # RFC 9728: an OAuth endpoint's metadata, public as the endpoint itself is.
     app.router.add_get(METADATA_PREFIX + endpoint_path, gateway.metadata, name=METADATA_ROUTE_NAME)
+    catalog_path = f"{mcp_path_prefix(config.public_url)}/{{endpoint}}/catalog"
+    app.router.add_get(catalog_path, gateway.catalog, name=CATALOG_ROUTE_NAME)
     audit = "/v1/workspaces/{workspace}/gateway-bundles/{bundle_id}/audit"
     app.router.add_get(audit, gateway.audit_log.route)
     for rules in RULES:

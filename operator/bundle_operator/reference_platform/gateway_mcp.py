@@ -37,6 +37,7 @@ from bundle_operator.reference_platform.gateway_oauth import (
     TokenRefused,
     TokenVerifier,
     protected_resource_metadata,
+    tool_allowed,
 )
 from bundle_operator.reference_platform.gateway_view import EndpointView, endpoint_view
 from bundle_operator.reference_platform.member_forward import HeaderMismatch, MemberForwarder
@@ -49,6 +50,7 @@ log = logging.getLogger("bundle_operator.platform.gateway")
 ROUTE_NAME = "gateway-mcp"
 METADATA_ROUTE_NAME = "gateway-oauth-metadata"
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
+CATALOG_ROUTE_NAME = "gateway-catalog"
 DEBOUNCE = 0.05
 
 
@@ -286,6 +288,53 @@ class Gateway:
         resource = self.endpoint_url(name)
         settings = OAuthSettings.of(view.oauth, resource)
         return web.json_response(protected_resource_metadata(resource, settings, view.bundle_name))
+
+    async def catalog(self, request: web.Request) -> web.Response:
+        """GET {endpoint path}/catalog: what a person reads before connecting (seed 002).
+
+        Only through an OAuth endpoint the reader's token could use: without one the bundle is not
+        found (never forbidden), so nobody learns that a bundle exists when they have no way in.
+        Tools are listed by title and description, and only those the token may call.
+        """
+        name = request.match_info["endpoint"]
+        view = await self.view(name)
+        if view is None or view.auth_mode != "OAuth" or view.oauth is None or not view.enabled:
+            raise ApiError(404, "not_found", f"there is no catalogue at '{name}'")
+        principal = await self._principal(request, view)
+        tools = [
+            {
+                "title": _tool_title(t.listing, t.tool),
+                "description": str(t.listing.get("description") or ""),
+            }
+            for presented, t in view.tools.items()
+            if tool_allowed(view.oauth, principal, presented)
+        ]
+        prompts = [
+            {"title": str(p.get("title") or p["name"]), "description": str(p.get("description") or "")}
+            for p in view.own_prompts.values()
+        ] + [
+            {
+                "title": str(p.listing.get("title") or p.name),
+                "description": str(p.listing.get("description") or ""),
+            }
+            for p in view.member_prompts.values()
+        ]
+        return web.json_response(
+            {
+                "bundle": view.bundle_name,
+                "overview": view.overview,
+                "endpoint": self.endpoint_url(name),
+                "tools": tools,
+                "prompts": prompts,
+            }
+        )
+
+
+def _tool_title(listing: dict[str, Any], tool: str) -> str:
+    """A tool's title for a person: its title, its annotations' title, or its name at the member."""
+    annotations = listing.get("annotations")
+    title = listing.get("title") or (annotations.get("title") if isinstance(annotations, dict) else None)
+    return str(title or tool)
 
 
 def resource_metadata_url(resource: str) -> str:

@@ -82,6 +82,7 @@ class EndpointView:
     hidden_prompts: frozenset[str] = frozenset()
     member_resources: dict[str, MemberResource] = field(default_factory=dict)
     hidden_uris: frozenset[str] = frozenset()
+    overview: str = ""  # the catalogue's text for a person deciding whether to connect (seed 002)
     oauth: dict[str, Any] | None = None  # the endpoint's stored OAuth settings (OAuth endpoints)
     rate_limit: tuple[int, int] | None = None  # requests per minute and burst, per client
 
@@ -255,6 +256,7 @@ def endpoint_view(tx: Tx, name: str) -> EndpointView | None:
         hidden_prompts=hidden_prompts,
         member_resources=member_resources,
         hidden_uris=hidden_uris,
+        overview=str(bundle.data.get("overview") or ""),
         oauth=endpoint.data.get("oauth"),
         rate_limit=_rate_limit(endpoint.data.get("rate_limit")),
     )

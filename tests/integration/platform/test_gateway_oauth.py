@@ -82,10 +82,16 @@ async def api(oauth_platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
         yield client
 
 
+OVERVIEW = "Forecasts and notes for planning.\n\nIt reaches nothing you have not connected yourself."
+
+
 async def gateway(api: PlatformClient, ws: str, members: Members) -> str:
     """A gateway bundle of both members, once both are discovered."""
     bundle = await api.create(
-        ws, kinds.GATEWAY_BUNDLES, GatewayBundleCreate(name=f"planner-{ws}"), idempotency_key=key()
+        ws,
+        kinds.GATEWAY_BUNDLES,
+        GatewayBundleCreate(name=f"planner-{ws}", overview=OVERVIEW),
+        idempotency_key=key(),
     )
     for name in ("weather", "notes"):
         server = await api.create(
@@ -418,3 +424,32 @@ async def test_the_audit_survives_a_restart_and_pages(
             assert [e["at"] for e in every] == sorted((e["at"] for e in every), reverse=True)
     finally:
         running.stop()
+
+
+async def test_the_catalogue_is_read_only_through_an_oauth_endpoint_the_reader_can_use(
+    api: PlatformClient, members: Members, issuer: StubIssuer
+) -> None:
+    ws = f"oa-{key()[:8]}"
+    bundle_id = await gateway(api, ws, members)
+    api_key_endpoint = await api.create(
+        ws,
+        kinds.ENDPOINTS,
+        EndpointCreate(name=f"ak-{ws}", gateway_bundle_id=bundle_id),
+        idempotency_key=key(),
+    )
+    key_catalog = api_key_endpoint.url.removesuffix("/mcp") + "/catalog"
+    # No OAuth endpoint: not found, even with the platform's own token.
+    assert (await get(key_catalog)).status_code == 404
+    _, url = await oauth_endpoint(api, ws, bundle_id, issuer, tool_scopes={"notes__*": ["notes:write"]})
+    catalog = url.removesuffix("/mcp") + "/catalog"
+    unsigned = await get(catalog)
+    assert unsigned.status_code == 401 and "resource_metadata" in unsigned.headers["WWW-Authenticate"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        shown = await http.get(catalog, headers={"Authorization": f"Bearer {issuer.token(audience=url)}"})
+    assert shown.status_code == 200
+    body = shown.json()
+    assert (body["bundle"], body["overview"], body["endpoint"]) == (f"planner-{ws}", OVERVIEW, url)
+    assert all(set(t) == {"title", "description"} for t in body["tools"])
+    titles = {t["title"] for t in body["tools"]}
+    assert titles and not any("__" in t for t in titles)  # by title, not by the prefixed name
+    assert "add_note" not in titles and "Add a note." not in {t["description"] for t in body["tools"]}

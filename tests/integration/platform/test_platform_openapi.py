@@ -14,7 +14,7 @@ from platform_harness import TOKEN, PlatformProcess
 from bundle_operator.platform.openapi_build import OPENAPI_PATH, render
 from bundle_operator.reference_platform import ServerConfig, create_app
 from bundle_operator.reference_platform.app import METRICS_ROUTE_NAME
-from bundle_operator.reference_platform.gateway_mcp import METADATA_ROUTE_NAME, ROUTE_NAME
+from bundle_operator.reference_platform.gateway_mcp import CATALOG_ROUTE_NAME, METADATA_ROUTE_NAME, ROUTE_NAME
 
 pytestmark = pytest.mark.integration
 
@@ -42,11 +42,11 @@ def test_the_document_and_the_server_have_the_same_routes(tmp_path: Path) -> Non
     served = {
         (route.method.lower(), route.resource.canonical)
         for route in app.router.routes()
-        # The endpoints' MCP route speaks MCP, their RFC 9728 metadata is OAuth's and /metrics is
-        # Prometheus text: none of them is this REST API.
+        # The endpoints' MCP route speaks MCP, their RFC 9728 metadata is OAuth's, their catalogue is
+        # read with an OAuth token and /metrics is Prometheus text: none of them is this REST API.
         if route.resource is not None
         and route.method != "HEAD"
-        and route.name not in (ROUTE_NAME, METADATA_ROUTE_NAME, METRICS_ROUTE_NAME)
+        and route.name not in (ROUTE_NAME, METADATA_ROUTE_NAME, CATALOG_ROUTE_NAME, METRICS_ROUTE_NAME)
     }
     document = yaml.safe_load(OPENAPI_PATH.read_text())
     documented = {(method, path) for path, ops in document["paths"].items() for method in ops}
