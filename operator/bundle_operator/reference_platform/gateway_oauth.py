@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import hashlib
 import json
 import ssl
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +35,10 @@ ALGORITHMS = frozenset(
 )
 LEEWAY_SECONDS = 60
 REFETCH_SECONDS = 30.0
+# A token checked once is taken again without a second check for this long at most (and never past
+# its exp): a client sends the same token with every request, and its signature does not change.
+VERIFIED_SECONDS = 60.0
+VERIFIED_MAX = 10_000
 MAX_DOCUMENT_BYTES = 512 * 1024
 # Where the door leaves the request's principal for the MCP handlers: the ASGI scope's state.
 PRINCIPAL = "bundle_gateway_principal"
@@ -142,6 +148,7 @@ class TokenVerifier:
         self._verify = verify
         self._refetch = refetch_seconds
         self._issuers: dict[str, _Issuer] = {}
+        self._verified: OrderedDict[tuple[bytes, OAuthSettings], tuple[Principal, float]] = OrderedDict()
 
     async def principal(self, authorization: str | None, settings: OAuthSettings) -> Principal:
         """The principal of an ``Authorization`` header; ``TokenRefused`` says why there is none."""
@@ -149,6 +156,20 @@ class TokenVerifier:
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise TokenRefused(401, "missing", "send Authorization: Bearer <access token> from the issuer")
+        # Keyed by a digest: the cache never holds a usable token.
+        key = (hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest(), settings)
+        now = time.time()
+        cached = self._verified.get(key)
+        if cached is not None and now < cached[1]:
+            self._verified.move_to_end(key)
+            return cached[0]
+        principal, expires = await self._principal(token, settings)
+        self._verified[key] = (principal, min(expires + LEEWAY_SECONDS, now + VERIFIED_SECONDS))
+        while len(self._verified) > VERIFIED_MAX:
+            self._verified.popitem(last=False)
+        return principal
+
+    async def _principal(self, token: str, settings: OAuthSettings) -> tuple[Principal, float]:
         claims = await self._claims(token, settings)
         subject = claims.get("sub") or claims.get("client_id") or claims.get("azp")
         if not isinstance(subject, str) or not subject:
@@ -162,7 +183,7 @@ class TokenVerifier:
                 f"the token lacks the scopes {' '.join(missing)}",
                 scope=" ".join(settings.required_scopes),
             )
-        return Principal(f"sub:{subject[:200]}", frozenset(scopes))
+        return Principal(f"sub:{subject[:200]}", frozenset(scopes)), float(claims["exp"])
 
     async def _claims(self, token: str, settings: OAuthSettings) -> dict[str, Any]:
         try:
