@@ -37,6 +37,17 @@ PAGE_DEFAULT = 100
 
 
 @dataclass(frozen=True)
+class AuditCall:
+    """One tool call being audited: where it came in, what it named, who sent it, when it began."""
+
+    view: EndpointView
+    presented: str
+    tool: Any = None  # the served tool (its member and name at the member), when there is one
+    started: float = 0.0  # time.perf_counter() when the call came in
+    principal: Principal | None = None
+
+
+@dataclass(frozen=True)
 class Retention:
     """How much audit the platform keeps."""
 
@@ -69,17 +80,10 @@ class AuditLog:
                 await self._task
         await self.flush()
 
-    def record(
-        self,
-        view: EndpointView,
-        presented: str,
-        tool: Any,
-        started: float,
-        outcome: str,
-        error: str | None,
-        principal: Principal | None = None,
-    ) -> None:
+    def record(self, call: AuditCall, outcome: str, error: str | None) -> None:
         """Queue one tool call (never its arguments) and log it."""
+        view, presented, tool, principal = call.view, call.presented, call.tool, call.principal
+        started = call.started
         at = time.time()
         seconds = time.perf_counter() - started
         known = tool is not None or (outcome == "rate_limited" and presented in view.tools)

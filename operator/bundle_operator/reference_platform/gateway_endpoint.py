@@ -33,7 +33,8 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
+from bundle_operator.reference_platform.gateway_audit import AuditCall
+from bundle_operator.reference_platform.gateway_oauth import principal_of, tool_allowed
 from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView
 from bundle_operator.reference_platform.member_link import MemberLink
 
@@ -62,16 +63,7 @@ class Upstream(Protocol):
         self, link: MemberLink | None, member: str, action: Callable[[Client], Awaitable[Any]]
     ) -> Any: ...
 
-    def audit(
-        self,
-        view: EndpointView,
-        presented: str,
-        tool: Any,
-        started: float,
-        outcome: str,
-        error: str | None,
-        principal: Principal | None = None,
-    ) -> None: ...
+    def audit(self, call: AuditCall, outcome: str, error: str | None) -> None: ...
 
 
 def _not_found(what: str) -> MCPError:
@@ -235,24 +227,25 @@ class GatewayEndpoint:
         name = params.name
         tool = view.tools.get(name)
         started = time.perf_counter()
+        call = AuditCall(view, name, tool, started, principal)
         if tool is None:
             reason = view.withheld_tools.get(name)
             message = f"the tool '{name}' {reason}" if reason else f"this bundle has no tool '{name}'"
-            self.gateway.audit(view, name, None, started, "refused", message, principal)
+            self.gateway.audit(call, "refused", message)
             raise _not_found(message)
         if not tool_allowed(view.oauth, principal, name):
             # Said as the MCP error a client shows; the member is never called.
             message = f"the token's scopes do not allow the tool '{name}'"
-            self.gateway.audit(view, name, tool, started, "forbidden", message, principal)
+            self.gateway.audit(call, "forbidden", message)
             raise MCPError(code=types.INVALID_PARAMS, message=message)
         arguments = params.arguments or {}
         try:
             result = await self.gateway.call_member_tool(tool.link, tool.member, tool.tool, arguments)
         except MCPError as exc:
-            self.gateway.audit(view, name, tool, started, "error", exc.message, principal)
+            self.gateway.audit(call, "error", exc.message)
             raise
         failed = result.get("isError") if isinstance(result, dict) else result.is_error
-        self.gateway.audit(view, name, tool, started, "tool_error" if failed else "ok", None, principal)
+        self.gateway.audit(call, "tool_error" if failed else "ok", None)
         return result
 
     # --- prompts -------------------------------------------------------------------------------

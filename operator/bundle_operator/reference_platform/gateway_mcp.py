@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bundle_operator.reference_platform.asgi_bridge import serve_asgi
-from bundle_operator.reference_platform.gateway_audit import AuditLog, Retention
+from bundle_operator.reference_platform.gateway_audit import AuditCall, AuditLog, Retention
 from bundle_operator.reference_platform.gateway_endpoint import GatewayEndpoint
 from bundle_operator.reference_platform.gateway_limits import RateLimiter, retry_after, tool_calls
 from bundle_operator.reference_platform.gateway_metrics import GatewayMetrics
@@ -186,18 +186,9 @@ class Gateway:
         except Exception as exc:
             raise self._unavailable(link, member, exc) from None
 
-    def audit(
-        self,
-        view: EndpointView,
-        presented: str,
-        tool: Any,
-        started: float,
-        outcome: str,
-        error: str | None,
-        principal: Principal | None = None,
-    ) -> None:
+    def audit(self, call: AuditCall, outcome: str, error: str | None) -> None:
         """Record one tool call (never its arguments)."""
-        self.audit_log.record(view, presented, tool, started, outcome, error, principal)
+        self.audit_log.record(call, outcome, error)
 
     async def _announce(self) -> None:
         while True:
@@ -229,7 +220,8 @@ class Gateway:
             for tool in tool_calls(body):
                 wait = self.limiter.take((view.endpoint_id, principal.who), *view.rate_limit)
                 if wait is not None:
-                    self.audit(view, tool, None, time.perf_counter(), "rate_limited", "rate limit", principal)
+                    call = AuditCall(view, tool, None, time.perf_counter(), principal)
+                    self.audit(call, "rate_limited", "rate limit")
                     raise ApiError(
                         429,
                         "rate_limited",

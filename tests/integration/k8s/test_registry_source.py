@@ -37,18 +37,6 @@ class NoObjects:
         raise AssertionError("a registry source read a Secret")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache() -> Iterator[None]:
-    clear_cache()
-    yield
-    clear_cache()
-
-
 @pytest.fixture(scope="module")
 def module_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubRegistry]:
     with stub_registry(tmp_path_factory.mktemp("registry")) as running:

@@ -29,7 +29,7 @@ from bundle_operator.document.issues import Issue, blocking, warning
 from bundle_operator.document.parse import parse_bundle_text
 from bundle_operator.k8s.bundle_status import bundle_status_fields, status_issues
 from bundle_operator.k8s.resources import BundleSource, BundleStatus
-from bundle_operator.k8s.sources import Resolved, SourceError, SourceSettings, clear_cache, resolve
+from bundle_operator.k8s.sources import Resolved, SourceError, SourceSettings, resolve
 from tests.integration.mcpb.test_mcpb_official_cli import MANIFEST as NOTES_MANIFEST
 from tests.integration.mcpb.test_mcpb_official_cli import (
     MCPB,
@@ -49,18 +49,6 @@ NS = "agents"
 SECRET_MARKER = b"do-not-print-this-secret-value"
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache() -> Iterator[None]:
-    clear_cache()
-    yield
-    clear_cache()
 
 
 # ------------------------------------------------------------------------------- the fake reader

@@ -3,14 +3,20 @@ a GitHub stand-in serving SKILL.md files, and clients pointed at them."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from platform_harness import FAST_RETRY, TOKEN, GitHubStub, PlatformProcess, github_stub, start_platform
 
 from bundle_operator.platform.client import PlatformClient
+
+# This folder is on sys.path as itself (no __init__.py); the members live in the tests package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from tests.mcp_members import Members, running_members
 
 
 @pytest.fixture
@@ -53,3 +59,10 @@ def clear_faults(platform: PlatformProcess) -> Iterator[None]:
 async def client(platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
     async with PlatformClient(platform.url, token=TOKEN, timeout=10.0, retry=FAST_RETRY) as c:
         yield c
+
+
+@pytest.fixture
+async def members() -> AsyncIterator[Members]:
+    """The weather and notes MCP servers of tests/mcp_members.py, in the test's own loop."""
+    async with running_members() as running:
+        yield running

@@ -56,12 +56,6 @@ def gateway_platform(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture
-async def members() -> AsyncIterator[Members]:
-    async with running_members() as running:
-        yield running
-
-
-@pytest.fixture
 async def api(gateway_platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
     async with PlatformClient(gateway_platform.url, token=TOKEN, timeout=10.0) as client:
         yield client

@@ -41,7 +41,7 @@ from bundle_operator.platform.models import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests.mcp_members import Members, running_members
+from tests.mcp_members import Members
 from tests.oauth_issuer import StubIssuer, new_key, stub_issuer
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -68,12 +68,6 @@ def oauth_platform(tmp_path_factory: pytest.TempPathFactory, issuer: StubIssuer)
     )
     yield running
     running.stop()
-
-
-@pytest.fixture
-async def members() -> AsyncIterator[Members]:
-    async with running_members() as running:
-        yield running
 
 
 @pytest.fixture
