@@ -72,6 +72,9 @@ _NEVER_PUBLIC: tuple[IPNetwork, ...] = tuple(
 # local setups). Link-local (cloud metadata at 169.254.169.254) and the rest stay closed.
 PRIVATE_NETWORKS = ("127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
 _REDIRECTS = (301, 302, 303, 307, 308)
+# Refusals that may pass by themselves (the network, a busy server); the rest need a change.
+_TRANSIENT_CODES = frozenset({"dns_failed", "timeout", "fetch_failed"})
+_RETRYABLE_STATUS = frozenset({408, 425, 429})
 _CHUNK = 256 * 1024
 
 
@@ -86,6 +89,18 @@ class FetchRefused(Exception):
         self.code = code
         self.reason = reason
         self.status = status
+
+    @property
+    def transient(self) -> bool:
+        """Whether retrying may help: the network, a timeout, a 5xx, 408, 425 or 429.
+
+        Any other status (404, 403) and every guard refusal needs the URL or the server fixed.
+        """
+        if self.code in _TRANSIENT_CODES:
+            return True
+        if self.code != "http_status":
+            return False
+        return self.status is None or self.status >= 500 or self.status in _RETRYABLE_STATUS
 
 
 T = TypeVar("T")
@@ -103,12 +118,12 @@ class Fetched:
     url: str
 
 
-@dataclass(frozen=True)
-class FetchedBytes:
-    """A small answer read into memory (an API record), and the URL that gave it."""
-
-    body: bytes
-    url: str
+def sha256_hex(text: str) -> str | None:
+    """A SHA-256 as compared: 64 lowercase hex digits (a ``sha256:`` prefix dropped), or None."""
+    digest = text.lower().removeprefix("sha256:")
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        return None
+    return digest
 
 
 def tls_context(environ: Mapping[str, str] | None = None) -> ssl.SSLContext:
@@ -165,6 +180,14 @@ def shown(url: httpx.URL) -> str:
     port = f":{url.port}" if url.port else ""
     host = f"[{url.host}]" if ":" in url.host else url.host
     return f"{url.scheme}://{host}{port}{url.path}"
+
+
+def shown_text(url: str) -> str:
+    """``shown`` for a URL given as text, which may not even parse."""
+    try:
+        return shown(httpx.URL(url))
+    except httpx.InvalidURL:
+        return "(a URL that cannot be read)"
 
 
 def ascii_host(url: httpx.URL) -> str:
@@ -240,8 +263,8 @@ async def fetch_to_file(
     """
     expected: str | None = None
     if expected_sha256 is not None:
-        expected = expected_sha256.lower().removeprefix("sha256:")
-        if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
+        expected = sha256_hex(expected_sha256)
+        if expected is None:
             raise FetchRefused("bad_checksum", "the expected checksum is not a SHA-256 hex digest")
 
     async def save(response: httpx.Response, at: httpx.URL) -> Fetched:
@@ -260,11 +283,11 @@ async def fetch_bytes(
     io_timeout: float = 10.0,
     total_timeout: float = 30.0,
     max_redirects: int = 5,
-) -> FetchedBytes:
+) -> bytes:
     """Read a small answer (an API record) into memory behind the same guards as a download."""
 
-    async def read(response: httpx.Response, at: httpx.URL) -> FetchedBytes:
-        return FetchedBytes(await _read_capped(response, at, max_bytes), shown(at))
+    async def read(response: httpx.Response, at: httpx.URL) -> bytes:
+        return await _read_capped(response, at, max_bytes)
 
     return await _guarded(url, read, allow_networks, verify, io_timeout, total_timeout, max_redirects, accept)
 

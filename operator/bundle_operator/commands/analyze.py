@@ -37,6 +37,7 @@ from bundle_operator.document.issues import Code, Issue, blocking
 from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.engine.analyze import analyze_offline
 from bundle_operator.engine.preview import Preview
+from bundle_operator.fetch import sha256_hex
 from bundle_operator.k8s.registry_source import resolve_registry
 from bundle_operator.k8s.resources import RegistrySource
 from bundle_operator.k8s.source_fetch import fetch_error
@@ -179,7 +180,8 @@ def _run_registry(args: argparse.Namespace) -> int:
 
 
 def _digest(text: str | None) -> str | None:
-    return None if text is None else text.lower().removeprefix("sha256:")
+    # A text that is not a digest goes through as given: the spec's own pattern refuses it.
+    return None if text is None else sha256_hex(text) or text
 
 
 def _registry_rule(where: str) -> str:

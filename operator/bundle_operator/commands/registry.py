@@ -16,10 +16,11 @@ from typing import Any
 
 from bundle_operator.commands.output import table_lines
 from bundle_operator.document.issues import printable
-from bundle_operator.fetch import PRIVATE_NETWORKS, tls_context
+from bundle_operator.fetch import PRIVATE_NETWORKS, sha256_hex, tls_context
+from bundle_operator.fetch import shown_text as shown_url
 from bundle_operator.registry.client import MAX_PAGE_LIMIT, Page, RegistryClient, RegistryError
 from bundle_operator.registry.names import LATEST, InvalidName, check_server_name, check_version
-from bundle_operator.registry.records import Installable, NotInstallable, Record, installable, shown_url
+from bundle_operator.registry.records import Installable, NotInstallable, Record, installable
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 # --all stops here: a registry whose cursors never end must not keep bundlectl running.
@@ -49,22 +50,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     show.set_defaults(func=_show)
 
 
-def add_registry_flags(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """Add --registry, and --ca-file and --allow-private-sources unless the parser has them."""
+def add_registry_flags(parser: argparse.ArgumentParser) -> None:
+    """Add --registry, --ca-file and --allow-private-sources."""
+    parser.add_argument("--registry", metavar="URL", required=True, help="the registry's base URL (https)")
     parser.add_argument(
-        "--registry", metavar="URL", required=required, help="the registry's base URL (https)"
+        "--ca-file", metavar="PEM", help="trust this CA bundle (default: $SSL_CERT_FILE or the system's)"
     )
-    known = {option for action in parser._actions for option in action.option_strings}
-    if "--ca-file" not in known:
-        parser.add_argument(
-            "--ca-file", metavar="PEM", help="trust this CA bundle (default: $SSL_CERT_FILE or the system's)"
-        )
-    if "--allow-private-sources" not in known:
-        parser.add_argument(
-            "--allow-private-sources",
-            action="store_true",
-            help="let requests reach loopback and private networks (unsafe; for tests and local setups)",
-        )
+    parser.add_argument(
+        "--allow-private-sources",
+        action="store_true",
+        help="let requests reach loopback and private networks (unsafe; for tests and local setups)",
+    )
 
 
 def trust(ca_file: str | None) -> ssl.SSLContext:
@@ -212,8 +208,8 @@ def _show(args: argparse.Namespace) -> int:
 def _pin(text: str | None) -> str | None:
     if text is None:
         return None
-    digest = text.lower().removeprefix("sha256:")
-    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+    digest = sha256_hex(text)
+    if digest is None:
         raise ValueError("--file-sha256 must be 64 hex digits")
     return digest
 

@@ -7,10 +7,8 @@ import ssl
 import sys
 from pathlib import Path
 
-import httpx
-
 from bundle_operator.document.source import MAX_SOURCE_BYTES
-from bundle_operator.fetch import PRIVATE_NETWORKS, FetchRefused, fetch_to_file, shown
+from bundle_operator.fetch import PRIVATE_NETWORKS, FetchRefused, fetch_to_file, shown_text
 
 # Refusals that mean the URL or checksum as given cannot be used at all (a usage error, exit 2);
 # the others say the document behind a usable URL could not be read (exit 1).
@@ -81,16 +79,9 @@ def fetch_source(
         raise SourceFetchError(refusal) from None
     except OSError as exc:  # the download could not be written: disk full, no temporary directory
         reason = exc.strerror or type(exc).__name__
-        saved = FetchRefused("fetch_failed", f"{_safe(url)}: could not be saved ({reason})")
+        saved = FetchRefused("fetch_failed", f"{shown_text(url)}: could not be saved ({reason})")
         raise SourceFetchError(saved) from None
     try:
         return fetched.path.read_bytes()
     finally:
         fetched.path.unlink(missing_ok=True)
-
-
-def _safe(url: str) -> str:
-    try:
-        return shown(httpx.URL(url))
-    except httpx.InvalidURL:
-        return "the URL"

@@ -336,31 +336,38 @@ REGISTRY_CHANGED_RETRY_SECONDS = 60.0
 
 @kopf.daemon(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY, cancellation_timeout=10, when=_registry_source)
 async def registry_refresh(
-    stopped: kopf.DaemonStopped, meta: kopf.Meta, namespace: str | None, name: str, **kwargs: Any
+    stopped: kopf.DaemonStopped,
+    body: kopf.Body,
+    meta: kopf.Meta,
+    namespace: str | None,
+    name: str,
+    **kwargs: Any,
 ) -> None:
     """Reads a registry source's record again every ``refreshInterval``, through the same reconcile:
     a new latest version, a deprecation or a deletion shows in status and reaches installations."""
     rt = runtime()
     uid = meta["uid"]
+    extra = object_extra("Bundle", namespace, name, uid)
     wait: float | None = None
     attempt = 0
     while not stopped and namespace is not None:
-        fresh = await rt.kube.read_custom(BUNDLE_PLURAL, namespace, name)
-        if fresh is None or fresh["metadata"].get("uid") != uid or fresh["metadata"].get("deletionTimestamp"):
-            return
-        registry = ((fresh.get("spec") or {}).get("source") or {}).get("registry") or {}
+        # kopf keeps ``body`` current: a changed interval applies from the next wait on.
+        registry = ((body.get("spec") or {}).get("source") or {}).get("registry") or {}
         interval = parse_interval(registry.get("refreshInterval"), 3600.0)
         await stopped.wait(interval if wait is None else min(wait, interval))
         if stopped:
             return
         wait = None
-        extra = object_extra("Bundle", namespace, name, uid)
         try:
             fresh = await rt.kube.read_custom(BUNDLE_PLURAL, namespace, name)
-            if fresh is None or fresh["metadata"].get("uid") != uid:
+            if (
+                fresh is None
+                or fresh["metadata"].get("uid") != uid
+                or fresh["metadata"].get("deletionTimestamp")
+            ):
                 return
             async with rt.lock(uid):
-                outcome = await rt.bundles.reconcile(fresh)
+                outcome = await rt.bundles.reconcile(fresh, attempt=attempt)
                 rt.last_run[uid] = time.monotonic()
             attempt = 0
             if outcome.reason == "RegistryRecordChanged":

@@ -11,14 +11,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import httpx
-
-from bundle_operator.fetch import PRIVATE_NETWORKS, FetchRefused, fetch_to_file, shown
+from bundle_operator.fetch import PRIVATE_NETWORKS, FetchRefused, fetch_to_file
 from bundle_operator.k8s.source_types import SourceError, SourceSettings, invalid
 
-_RETRYABLE_STATUS = frozenset({408, 425, 429})
-# FetchRefused codes for failures that may pass by themselves: the source is retried with backoff.
-_TRANSIENT_FETCH_CODES = frozenset({"dns_failed", "timeout", "fetch_failed"})
 # What to do about a download refused for good, by FetchRefused code.
 _FETCH_HINTS = {
     "address_not_public": "only public addresses are fetched; serve the file from one",
@@ -110,27 +105,10 @@ def fetch_error(refusal: FetchRefused, field: str) -> SourceError:
         )
     if refusal.code == "bad_checksum":
         return invalid(f"{field}: the sha256 is not 64 hex digits")
-    if refusal.code in _TRANSIENT_FETCH_CODES or _retryable_status(refusal):
+    if refusal.transient:
         return SourceError("FetchFailed", f"{field}: {refusal.reason}", permanent=False)
     hint = _FETCH_HINTS.get(refusal.code, "correct the URL or what it serves")
     return SourceError("FetchFailed", f"{field}: {refusal.reason}; {hint}", permanent=True)
-
-
-def _retryable_status(refusal: FetchRefused) -> bool:
-    """5xx, 408, 425 and 429 may pass; any other status (404, 403) needs the URL or server fixed."""
-    if refusal.code != "http_status":
-        return False
-    if refusal.status is None:
-        return True  # unknown: retrying with backoff is the safe side
-    return refusal.status >= 500 or refusal.status in _RETRYABLE_STATUS
-
-
-def shown_url(url: str) -> str:
-    """The URL as people may see it: no query string, no credentials."""
-    try:
-        return shown(httpx.URL(url))
-    except httpx.InvalidURL:
-        return "(a URL that cannot be read)"
 
 
 async def remove(path: Path) -> None:

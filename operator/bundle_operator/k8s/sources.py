@@ -27,6 +27,7 @@ from bundle_operator.document.parse import (
     parse_bundle_data,
     parse_bundle_text,
 )
+from bundle_operator.fetch import shown_text as shown_url
 from bundle_operator.k8s.object_keys import KeyMissing, missing, secret_key
 from bundle_operator.k8s.registry_source import clear_registry_cache, resolve_registry
 from bundle_operator.k8s.resources import BundleSource, LocalObjectKeyRef, McpbSource, UrlSource
@@ -39,7 +40,7 @@ from bundle_operator.k8s.source_archives import (
     archive_from_url,
     clear_archives,
 )
-from bundle_operator.k8s.source_fetch import downloaded, shown_url
+from bundle_operator.k8s.source_fetch import downloaded
 from bundle_operator.k8s.source_types import BoundedCache, Resolved, SourceError, SourceSettings, invalid
 
 DOCUMENT_MAX_BYTES = MAX_SOURCE_BYTES  # 5 MiB: what the parser accepts at all

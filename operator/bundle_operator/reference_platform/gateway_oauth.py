@@ -275,7 +275,7 @@ class TokenVerifier:
 
     async def _json(self, url: str, what: str) -> Any:
         try:
-            fetched = await fetch_bytes(
+            body = await fetch_bytes(
                 url,
                 max_bytes=MAX_DOCUMENT_BYTES,
                 allow_networks=self._allow,
@@ -283,7 +283,7 @@ class TokenVerifier:
                 io_timeout=5.0,
                 total_timeout=10.0,
             )
-            return json.loads(fetched.body.decode("utf-8"))
+            return json.loads(body.decode("utf-8"))
         except (FetchRefused, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise TokenRefused(401, "issuer_unavailable", f"the issuer's {what} cannot be read") from None
 

@@ -22,8 +22,6 @@ from bundle_operator.registry.records import Record, RecordInvalid, parse_record
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_PAGE_BYTES = 8 * 1024 * 1024
 MAX_PAGE_LIMIT = 100
-_TRANSIENT_CODES = frozenset({"dns_failed", "timeout", "fetch_failed"})
-_RETRYABLE_STATUS = frozenset({408, 425, 429})
 
 
 class RegistryError(Exception):
@@ -120,7 +118,7 @@ class RegistryClient:
 
     async def _get(self, url: str, max_bytes: int, *, not_found: str | None) -> bytes:
         try:
-            fetched = await fetch_bytes(
+            return await fetch_bytes(
                 url,
                 max_bytes=max_bytes,
                 allow_networks=self._allow,
@@ -130,7 +128,6 @@ class RegistryClient:
             )
         except FetchRefused as refusal:
             raise _error(refusal, not_found) from None
-        return fetched.body
 
 
 def _listed(item: object, index: int) -> Listed:
@@ -149,9 +146,6 @@ def _error(refusal: FetchRefused, not_found: str | None) -> RegistryError:
         return RegistryError(
             "RegistryRecordInvalid", f"the registry's answer is too large ({refusal.reason})", permanent=True
         )
-    transient = refusal.code in _TRANSIENT_CODES or (
-        status is not None and (status >= 500 or status in _RETRYABLE_STATUS)
-    )
-    if transient:
+    if refusal.transient:
         return RegistryError("RegistryUnavailable", f"the registry: {refusal.reason}", permanent=False)
     return RegistryError("RegistryRefused", f"the registry: {refusal.reason}", permanent=True)

@@ -213,11 +213,3 @@ def package_url_problem(identifier: str) -> str | None:
     if url.userinfo:
         return f"the mcpb package URL {shown(url)} carries credentials; only plain https URLs are fetched"
     return None
-
-
-def shown_url(identifier: str) -> str:
-    """A package URL as messages and status show it: no query string, no credentials."""
-    try:
-        return shown(httpx.URL(identifier))
-    except httpx.InvalidURL:
-        return "(a URL that cannot be read)"
