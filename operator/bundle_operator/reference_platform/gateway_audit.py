@@ -20,7 +20,6 @@ from typing import Any
 from aiohttp import web
 
 from bundle_operator.platform.conventions import MAX_LIMIT
-from bundle_operator.platform.models import GatewayAuditEntry
 from bundle_operator.reference_platform.gateway_metrics import UNKNOWN_TOOL, GatewayMetrics
 from bundle_operator.reference_platform.gateway_oauth import Principal
 from bundle_operator.reference_platform.gateway_view import EndpointView
@@ -88,24 +87,27 @@ class AuditLog:
         seconds = time.perf_counter() - started
         known = tool is not None or (outcome == "rate_limited" and presented in view.tools)
         self.metrics.tool_call(view.name, presented if known else UNKNOWN_TOOL, outcome, seconds)
-        entry = GatewayAuditEntry(
-            at=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z",
-            bundle=view.bundle_name,
-            endpoint=view.name,
-            who=principal.who if principal is not None else None,
-            presented_name=presented,
-            member=getattr(tool, "member", None),
-            tool=getattr(tool, "tool", None),
-            duration_ms=round(seconds * 1000, 3),
-            outcome=outcome,
-            error=error,
-        )
-        public = entry.model_dump(mode="json")
-        self._pending.append((view.workspace, view.bundle_id, entry.at, json.dumps(public)))
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
+        # The wire form of GatewayAuditEntry, built by hand: this runs on every tool call.
+        public = {
+            "at": stamp,
+            "bundle": view.bundle_name,
+            "endpoint": view.name,
+            "who": principal.who if principal is not None else None,
+            "presented_name": presented,
+            "member": getattr(tool, "member", None),
+            "tool": getattr(tool, "tool", None),
+            "duration_ms": round(seconds * 1000, 3),
+            "outcome": outcome,
+            "error": error,
+        }
+        self._pending.append((view.workspace, view.bundle_id, stamp, json.dumps(public)))
         self._wake.set()
-        audit_log.info(
-            "gateway.tool_call %s %s -> %s", view.bundle_name, presented, outcome, extra={"audit": public}
-        )
+        if audit_log.isEnabledFor(logging.DEBUG):
+            # The database holds the audit; the log repeats it only at DEBUG level.
+            audit_log.debug(
+                "gateway.tool_call %s %s -> %s", view.bundle_name, presented, outcome, extra={"audit": public}
+            )
 
     async def flush(self) -> None:
         """Write every queued entry now, and apply the retention."""

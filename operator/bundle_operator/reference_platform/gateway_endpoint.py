@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -21,7 +20,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE, StreamableHTTPSessionManager
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
@@ -33,11 +32,12 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bundle_operator.reference_platform.gateway_audit import AuditCall
-from bundle_operator.reference_platform.gateway_oauth import principal_of, tool_allowed
+from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
 from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView
 from bundle_operator.reference_platform.member_link import MemberLink
 
+# The largest request body an endpoint takes (the SDK's own default), on either path.
+MAX_REQUEST_BODY = DEFAULT_MAX_REQUEST_BODY_SIZE
 # Handshake-era sessions remembered per endpoint for notifications; the oldest go beyond this.
 MAX_LEGACY_SESSIONS = 1024
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
@@ -55,15 +55,13 @@ class Upstream(Protocol):
 
     async def current(self, endpoint: GatewayEndpoint) -> EndpointView: ...
 
-    async def call_member_tool(
-        self, link: MemberLink | None, member: str, tool: str, arguments: dict[str, Any]
+    async def call_tool(
+        self, view: EndpointView, principal: Principal | None, name: str, arguments: dict[str, Any]
     ) -> types.CallToolResult | dict[str, Any]: ...
 
     async def on_member(
         self, link: MemberLink | None, member: str, action: Callable[[Client], Awaitable[Any]]
     ) -> Any: ...
-
-    def audit(self, call: AuditCall, outcome: str, error: str | None) -> None: ...
 
 
 def _not_found(what: str) -> MCPError:
@@ -128,7 +126,10 @@ class GatewayEndpoint:
         self.server.middleware.insert(0, self._remember_session)
         # Plain JSON answers where the protocol allows them: cheaper than an SSE stream per call.
         self.manager = StreamableHTTPSessionManager(
-            app=self.server, json_response=True, session_idle_timeout=3600
+            app=self.server,
+            json_response=True,
+            session_idle_timeout=3600,
+            max_request_body_size=MAX_REQUEST_BODY,
         )
         self.announced = {what: self.view.fingerprint(what) for what in _LISTS}
 
@@ -223,30 +224,9 @@ class GatewayEndpoint:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | dict[str, Any]:
         view = await self.gateway.current(self)
-        principal = principal_of(ctx.request)
-        name = params.name
-        tool = view.tools.get(name)
-        started = time.perf_counter()
-        call = AuditCall(view, name, tool, started, principal)
-        if tool is None:
-            reason = view.withheld_tools.get(name)
-            message = f"the tool '{name}' {reason}" if reason else f"this bundle has no tool '{name}'"
-            self.gateway.audit(call, "refused", message)
-            raise _not_found(message)
-        if not tool_allowed(view.oauth, principal, name):
-            # Said as the MCP error a client shows; the member is never called.
-            message = f"the token's scopes do not allow the tool '{name}'"
-            self.gateway.audit(call, "forbidden", message)
-            raise MCPError(code=types.INVALID_PARAMS, message=message)
-        arguments = params.arguments or {}
-        try:
-            result = await self.gateway.call_member_tool(tool.link, tool.member, tool.tool, arguments)
-        except MCPError as exc:
-            self.gateway.audit(call, "error", exc.message)
-            raise
-        failed = result.get("isError") if isinstance(result, dict) else result.is_error
-        self.gateway.audit(call, "tool_error" if failed else "ok", None)
-        return result
+        return await self.gateway.call_tool(
+            view, principal_of(ctx.request), params.name, params.arguments or {}
+        )
 
     # --- prompts -------------------------------------------------------------------------------
 

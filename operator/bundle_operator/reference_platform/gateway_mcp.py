@@ -27,7 +27,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bundle_operator.reference_platform.asgi_bridge import serve_asgi
 from bundle_operator.reference_platform.gateway_audit import AuditCall, AuditLog, Retention
-from bundle_operator.reference_platform.gateway_endpoint import GatewayEndpoint
+from bundle_operator.reference_platform.gateway_direct import (
+    DirectCall,
+    answer,
+    direct_call,
+    failure,
+    param_headers_agree,
+)
+from bundle_operator.reference_platform.gateway_endpoint import MAX_REQUEST_BODY, GatewayEndpoint
 from bundle_operator.reference_platform.gateway_limits import RateLimiter, retry_after, tool_calls
 from bundle_operator.reference_platform.gateway_metrics import GatewayMetrics
 from bundle_operator.reference_platform.gateway_oauth import (
@@ -229,6 +236,8 @@ class Gateway:
                         "from this client; retry after the time Retry-After gives",
                         headers={"Retry-After": retry_after(wait)},
                     )
+        if request.method == "POST" and (direct := self._direct(request, body, view)) is not None:
+            return await self._answer_directly(direct, view, principal, live)
         live.view = view
         live.server.instructions = view.description or None
         response = await serve_asgi(
@@ -238,6 +247,50 @@ class Gateway:
         if request.method == "DELETE" and session_id:
             live.forget(session_id)
         return response
+
+    def _direct(self, request: web.Request, body: bytes | None, view: EndpointView) -> DirectCall | None:
+        """A modern ``tools/call`` the door answers without the SDK's server (gateway_direct.py)."""
+        call = direct_call(request, body, MAX_REQUEST_BODY)
+        if call is None:
+            return None
+        tool = view.tools.get(call.name)
+        schema = tool.listing.get("inputSchema") if tool is not None else None
+        return call if param_headers_agree(request, call, schema) else None
+
+    async def _answer_directly(
+        self, call: DirectCall, view: EndpointView, principal: Principal, live: GatewayEndpoint
+    ) -> web.Response:
+        live.view = view
+        try:
+            result = await self.call_tool(view, principal, call.name, call.arguments)
+        except Exception as exc:
+            return failure(call, exc)
+        return answer(call, result, live.server.server_info_stamp)
+
+    async def call_tool(
+        self, view: EndpointView, principal: Principal | None, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult | dict[str, Any]:
+        """Call the tool presented as ``name`` for ``principal``, audited; refusals are MCP errors."""
+        tool = view.tools.get(name)
+        call = AuditCall(view, name, tool, time.perf_counter(), principal)
+        if tool is None:
+            reason = view.withheld_tools.get(name)
+            message = f"the tool '{name}' {reason}" if reason else f"this bundle has no tool '{name}'"
+            self.audit(call, "refused", message)
+            raise MCPError(code=types.INVALID_PARAMS, message=message)
+        if not tool_allowed(view.oauth, principal, name):
+            # Said as the MCP error a client shows; the member is never called.
+            message = f"the token's scopes do not allow the tool '{name}'"
+            self.audit(call, "forbidden", message)
+            raise MCPError(code=types.INVALID_PARAMS, message=message)
+        try:
+            result = await self.call_member_tool(tool.link, tool.member, tool.tool, arguments)
+        except MCPError as exc:
+            self.audit(call, "error", exc.message)
+            raise
+        failed = result.get("isError") if isinstance(result, dict) else result.is_error
+        self.audit(call, "tool_error" if failed else "ok", None)
+        return result
 
     async def _principal(self, request: web.Request, view: EndpointView) -> Principal:
         """Who sends the request: the key holder of an ApiKey endpoint, a token's subject for OAuth."""
