@@ -395,3 +395,51 @@ async def test_discovery_logs_a_collision_with_an_override_and_serves_the_holder
                 assert answer.content[0].text == "noted"  # type: ignore[union-attr]  # the holder answers
     finally:
         await running.stop()
+
+
+async def test_a_raw_modern_tool_call_is_answered_as_the_gateway_and_a_mismatch_is_refused(
+    api: PlatformClient, members: Members
+) -> None:
+    ws = f"gw-{key()[:8]}"
+    bundle_id = await assistant(api, ws, members)
+    _, url, api_key = await endpoint(api, ws, bundle_id)
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+
+    def call(name: str, header_name: str) -> tuple[dict[str, Any], dict[str, str]]:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 41,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": {"city": "Oslo"}, "_meta": envelope},
+        }
+        headers = {
+            "Authorization": f"Bearer {api_key}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": header_name,
+        }
+        return body, headers
+
+    async with httpx.AsyncClient() as http:
+        body, headers = call("get_forecast", "get_forecast")
+        answered = await http.post(url, json=body, headers=headers)
+        assert answered.status_code == 200
+        message = answered.json()
+        assert message["id"] == 41
+        assert message["result"]["content"] == [{"type": "text", "text": "forecast for Oslo: sunny"}]
+        # The client talks to the gateway: the member's own identity does not show through.
+        assert message["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"].startswith(
+            "bundle-gateway/"
+        )
+
+        body, headers = call("get_forecast", "weather__set_alert")
+        refused = await http.post(url, json=body, headers=headers)
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == -32020  # HEADER_MISMATCH, as the SDK's server says it
+
+    audit = await api.list_audit(ws, bundle_id)
+    assert [(e.presented_name, e.outcome) for e in audit] == [("get_forecast", "ok")]
