@@ -98,20 +98,32 @@ def runtime() -> Runtime:
     return RUNTIME
 
 
-class InlineDigestDiffBase(kopf.AnnotationsDiffBaseStorage):
-    """kopf's diff base with the inline bundle document replaced by its hash.
+class SpecDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff base, with the inline bundle document replaced by its hash and no setup values.
 
     kopf keeps the last handled spec in one annotation, capped at 256 KiB with all annotations; a
-    1 MB inline document would make every patch fail. Handlers are level-based and read the live
-    object, so the diff base only has to change when the document does.
+    1 MB inline document would make every patch fail. A setup ``value`` may be a secret typed into
+    the spec by mistake (refused, but there): the annotation must not repeat it, and a digest of a
+    short secret could be guessed. Handlers are level-based and read the live object, so the diff
+    base only has to change when the spec does: a setup value stands in as the generation that
+    carried it, which changes with every change of the spec.
     """
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
         essence = super().build(body=body, extra_fields=extra_fields)
-        source = essence.get("spec", {}).get("source") if isinstance(essence.get("spec"), dict) else None
+        spec = essence.get("spec")
+        if not isinstance(spec, dict):
+            return essence
+        source = spec.get("source")
         if isinstance(source, dict) and "inline" in source:
             text = json.dumps(source["inline"], sort_keys=True, separators=(",", ":"))
             source["inline"] = {"sha256": hashlib.sha256(text.encode()).hexdigest()}
+        setup = spec.get("setup")
+        if isinstance(setup, list):
+            generation = body.get("metadata", {}).get("generation")
+            for entry in setup:
+                if isinstance(entry, dict) and "value" in entry:
+                    entry["value"] = f"(not kept: generation {generation})"
         return essence
 
 
@@ -119,7 +131,7 @@ class InlineDigestDiffBase(kopf.AnnotationsDiffBaseStorage):
 def _configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=STORAGE_PREFIX)
-    settings.persistence.diffbase_storage = InlineDigestDiffBase(
+    settings.persistence.diffbase_storage = SpecDiffBase(
         prefix=STORAGE_PREFIX, key="last-handled-configuration"
     )
     # Our own Events say what happened; kopf's per-handler ones would repeat error texts.

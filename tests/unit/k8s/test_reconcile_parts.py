@@ -15,7 +15,7 @@ import pytest
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.engine.record import Record, secret_hash
 from bundle_operator.k8s import conditions as cond
-from bundle_operator.k8s.handlers import InlineDigestDiffBase, parse_interval
+from bundle_operator.k8s.handlers import SpecDiffBase, parse_interval
 from bundle_operator.k8s.resources import BundleInstallationSpec
 from bundle_operator.k8s.setup import SetupProblem, read_setup, referenced_secrets
 from bundle_operator.k8s.state import decode_record, encode_record, projected_size, state_secret_name
@@ -165,7 +165,7 @@ def test_drift_intervals(text: str | None, seconds: float) -> None:
 
 
 def test_kopf_diff_base_keeps_a_hash_of_the_inline_document_not_the_document() -> None:
-    storage = InlineDigestDiffBase(prefix="kopf.bundle-operator.dev", key="last-handled-configuration")
+    storage = SpecDiffBase(prefix="kopf.bundle-operator.dev", key="last-handled-configuration")
     document = bundle_document("big", version=None, description="x" * 1_000_000)
     body = {
         "apiVersion": "v1",
@@ -179,3 +179,31 @@ def test_kopf_diff_base_keeps_a_hash_of_the_inline_document_not_the_document() -
     changed = {**body, "spec": {"source": {"inline": {**document, "description": "y"}}}}
     assert storage.build(body=kopf.Body(changed)) != essence
     assert storage.build(body=kopf.Body(body)) == essence
+
+
+def test_kopf_diff_base_keeps_no_setup_value_yet_changes_when_one_does() -> None:
+    storage = SpecDiffBase(prefix="kopf.bundle-operator.dev", key="last-handled-configuration")
+    token = "github_pat_TYPED_INTO_THE_SPEC_by_mistake"
+
+    def body(value: str, generation: int) -> kopf.Body:
+        return kopf.Body(
+            {
+                "kind": "BundleInstallation",
+                "metadata": {"name": "i", "generation": generation},
+                "spec": {
+                    "workspace": "w",
+                    "setup": [
+                        {"key": "github_token", "value": value},
+                        {"key": "chat", "secretKeyRef": {"name": "s", "key": "chat"}},
+                    ],
+                },
+            }
+        )
+
+    essence = storage.build(body=body(token, 3))
+    assert token not in json.dumps(essence)
+    assert essence["spec"]["setup"][1] == {"key": "chat", "secretKeyRef": {"name": "s", "key": "chat"}}
+    # Another value is another generation of the spec: kopf sees a change and the handler runs.
+    assert storage.build(body=body("github_pat_OTHER", 4)) != essence
+    # A metadata-only change (same generation) is no change.
+    assert storage.build(body=body(token, 3)) == essence
