@@ -287,6 +287,49 @@ def test_drift_is_reported_then_corrected(
     assert not corrected["status"].get("drift")
 
 
+def test_an_entity_deleted_on_the_platform_is_drift_under_warn_and_keepmine_with_correct_warns(
+    kubectl: Kubectl, operator: OperatorProcess, platform: PlatformProcess, namespace: str, tmp_path: Path
+) -> None:
+    automation = "automation:morning_digest"
+    drift_policy = {"interval": "5s", "mode": "Warn"}
+    installed = install(kubectl, namespace, tmp_path, driftPolicy=drift_policy)
+    trigger = f"{platform.url}/v1/workspaces/{namespace}/triggers/{entity_id(installed, automation)}"
+    assert httpx.delete(trigger, timeout=10).status_code == 204
+
+    def drifted() -> dict[str, Any] | None:
+        bi = get_bi(kubectl, namespace)
+        rows = {d["entity"]: d["paths"] for d in bi["status"].get("drift") or []}
+        return bi if rows.get(automation) == [""] and cond_status(bi, "Drifted") == "True" else None
+
+    seen = wait_until(drifted, 30, "status.drift naming the automation deleted on the platform")
+    assert f"{automation} (deleted)" in str(condition(seen, "Drifted")["message"])
+    assert cond_status(seen, "Ready") == "True"
+    assert httpx.get(trigger, timeout=10).status_code == 404  # Warn writes nothing back
+    assert not events(kubectl, namespace, "PoliciesDisagree")
+
+    apply_file(
+        kubectl,
+        tmp_path,
+        "installation.yaml",
+        example_installation(
+            tmp_path,
+            namespace,
+            driftPolicy={**drift_policy, "mode": "Correct"},
+            updatePolicy={"onConflict": "KeepMine"},
+        ),
+        namespace,
+    )
+    warned = wait_event(kubectl, namespace, "PoliciesDisagree")
+    assert "KeepMine" in warned[0]["message"] and "Correct" in warned[0]["message"]
+    corrected = wait_condition(kubectl, namespace, "Drifted", "False", timeout=30)
+    assert not corrected["status"].get("drift")
+    recreated = entity_id(corrected, automation)
+    assert (
+        httpx.get(f"{platform.url}/v1/workspaces/{namespace}/triggers/{recreated}", timeout=10).status_code
+        == 200
+    )
+
+
 # --- delete ---------------------------------------------------------------------------------------
 
 

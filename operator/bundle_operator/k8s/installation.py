@@ -28,7 +28,7 @@ from bundle_operator.engine.snapshot import read_snapshot
 from bundle_operator.engine.uninstall import PlanOutdated, UninstallRefused, preview_uninstall, uninstall
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.events import Events
-from bundle_operator.k8s.installation_gate import await_uninstall_approval, gate
+from bundle_operator.k8s.installation_gate import await_uninstall_approval, gate, spec_changed
 from bundle_operator.k8s.installation_inputs import (
     Inputs,
     Peer,
@@ -45,6 +45,7 @@ from bundle_operator.k8s.installation_status import (
     installed_event,
     installed_message,
     plan_status,
+    policy_warning,
     preview_status,
     ready_reason,
 )
@@ -395,6 +396,8 @@ class InstallationReconciler:
             last_applied = run.approved or (status.previous().get("plan") or {}).get("lastAppliedId")
             status.patch["plan"] = plan_status(None, last_applied)
         await self._drift_status(run, report, spec.drift_policy.mode)
+        if spec_changed(status) and (warning := policy_warning(spec)) is not None:
+            await self.events.post(run.body, "Warning", "PoliciesDisagree", warning)
         status.conditions(
             [
                 *cond.ready(*ready_reason(report, converged.corrected, len(record.entities))),

@@ -14,7 +14,7 @@ from bundle_operator.engine.plan import Plan
 from bundle_operator.engine.record import Record
 from bundle_operator.k8s.bundle_status import status_issues
 from bundle_operator.k8s.reconcile import StatusDraft
-from bundle_operator.k8s.resources import INSTALLATION_PLURAL
+from bundle_operator.k8s.resources import INSTALLATION_PLURAL, BundleInstallationSpec
 
 _PREVIEW_ACTION = {"CREATE": "Create", "REUSE": "Reuse", "UPDATE": "Update", "SKIPPED": "Skipped"}
 
@@ -116,6 +116,18 @@ def drift_rows(report: DriftReport) -> list[dict[str, Any]]:
     drift = [{"entity": e, "paths": p} for e, p in sorted(report.changed.items())]
     drift += [{"entity": e, "paths": [""]} for e in sorted(report.missing)]
     return drift
+
+
+def policy_warning(spec: BundleInstallationSpec) -> str | None:
+    """A warning when the spec's policies pull two ways, or None."""
+    if spec.drift_policy.mode == "Correct" and spec.update_policy.on_conflict == "KeepMine":
+        return (
+            "spec.updatePolicy.onConflict is KeepMine, yet spec.driftPolicy.mode is Correct: a drift "
+            "check writes the installed values back over edits made on the platform, so the edits "
+            "KeepMine would keep through an update can be overwritten before one comes. Set "
+            "spec.driftPolicy.mode to Warn to keep local edits"
+        )
+    return None
 
 
 def ready_reason(report: DriftReport, corrected: dict[str, list[str]], count: int) -> tuple[str, str]:
