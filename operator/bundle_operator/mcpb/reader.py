@@ -223,9 +223,9 @@ def _read(snap: Snapshot, result: Inspection, limits: Limits, folders: Mapping[s
 def _inflate_all(f: BinaryIO, entries: list[Entry], starts: dict[int, int], limits: Limits) -> bytes:
     """Inflate every file entry, keeping only the manifest's bytes.
 
-    Inflating is most of the work on compressible archives and zlib lets go of the GIL, so big
-    archives are split between a few threads. The refusal reported is the one of the earliest
-    entry in the archive, exactly as a single pass in archive order would report it.
+    Inflating is most of the work on compressible archives and the codec (ISA-L or zlib) lets go
+    of the GIL, so big archives are split between a few threads. The refusal reported is the one
+    of the earliest entry in the archive, exactly as a single pass in archive order would report it.
     """
     source = RandomAccess(f)
     counter = UnpackCounter(limits)

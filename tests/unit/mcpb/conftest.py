@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bundle_operator.mcpb import Inspection, inspect_file
+from bundle_operator.mcpb import Inspection, inflate, inspect_file
 
 FOLDERS = {
     "HOME": "/home/ann",
@@ -18,6 +18,14 @@ FOLDERS = {
 }
 
 Inspect = Callable[..., Inspection]
+
+
+@pytest.fixture(autouse=True, params=sorted({inflate.CODEC.name, inflate.ZLIB.name}))
+def codec(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> inflate.Codec:
+    """Every archive test runs with each inflate codec: the accelerated one and zlib's fallback."""
+    chosen = inflate.CODEC if request.param == inflate.CODEC.name else inflate.ZLIB
+    monkeypatch.setattr(inflate, "CODEC", chosen)
+    return chosen
 
 
 @pytest.fixture
