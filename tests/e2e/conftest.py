@@ -92,6 +92,7 @@ def solo_namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator
     """A namespace the session's operator leaves alone (``e2e-solo-*``), for a test that runs
     operators of its own; named after the test module (``test_operator_crash`` gives ``crash``)."""
     module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_").removeprefix("operator_")
+    module = module.replace("_", "-")  # a namespace name takes no underscore
     yield from _created_namespace(kubectl, f"e2e-solo-{module}")
 
 

@@ -45,6 +45,7 @@ from bundle_operator.k8s.resources import (
 )
 from bundle_operator.k8s.setup import referenced_secrets
 from bundle_operator.k8s.state import LABEL_INSTALLATION
+from bundle_operator.k8s.watch_lag import Deliveries
 from bundle_operator.platform.gate import CALLER
 
 log = logging.getLogger(__name__)
@@ -588,10 +589,36 @@ class _PeersView:
 PEERS_VIEW = _PeersView()
 
 
+# What the watches delivered, for the watch checks of run.py (watch_lag.py).
+DELIVERIES = Deliveries()
+
+
+def _delivered(plural: str, body: kopf.Body, type: str | None) -> None:
+    meta = body.get("metadata", {})
+    DELIVERIES.note(
+        plural,
+        str(meta.get("namespace", "")),
+        str(meta.get("name", "")),
+        str(meta.get("resourceVersion", "")),
+        deleted=type == "DELETED",
+    )
+
+
+@kopf.on.event(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
+async def _bundle_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+    _delivered(BUNDLE_PLURAL, body, type)
+
+
+@kopf.on.event(GROUP, VERSION, ENDPOINT_PLURAL, registry=REGISTRY)
+async def _endpoint_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+    _delivered(ENDPOINT_PLURAL, body, type)
+
+
 @kopf.on.event(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
 async def _installation_event(
     body: kopf.Body, namespace: str | None, name: str, type: str | None, **kwargs: Any
 ) -> None:
+    _delivered(INSTALLATION_PLURAL, body, type)
     PEERS_VIEW.index = kwargs["installations_by_target"]
     PEERS_VIEW.bundles = kwargs["bundle_claims"]
     runtime().liveness.touch()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import ssl
 import time
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ from urllib.parse import quote
 import aiohttp
 
 from bundle_operator.k8s.resources import API_VERSION, INSTALLATION_PLURAL
+
+# The list as metadata only: a check of versions need not carry every spec and status.
+_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 class KubeError(Exception):
@@ -83,7 +87,10 @@ def load_connection() -> Connection:
     cfg = Configuration()
     token_file = None
     try:
-        kube_config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        # KUBECONFIG as it is now: the library reads its default once, when it is first imported.
+        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=os.environ.get("KUBECONFIG") or None, client_configuration=cfg
+        )
     except kube_config.ConfigException:
         kube_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         token_file = IN_CLUSTER_TOKEN_FILE
@@ -177,9 +184,15 @@ class Kube:
             self._session = None
 
     async def _call(
-        self, method: str, path: str, *, json_body: Any = None, content_type: str | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content_type: str | None = None,
+        accept: str | None = None,
     ) -> dict[str, Any]:
-        headers = {}
+        headers = {} if accept is None else {"Accept": accept}
         content = None
         if json_body is not None:
             content = json.dumps(json_body).encode()
@@ -278,6 +291,26 @@ class Kube:
         )
         items: list[dict[str, Any]] = (await self._call("GET", path)).get("items", [])
         return items
+
+    async def list_versions(self, plural: str, namespace: str | None = None) -> list[tuple[str, str, str]]:
+        """(namespace, name, resourceVersion) of every resource of a kind, metadata only."""
+        path = (
+            f"/apis/{API_VERSION}/namespaces/{_q(namespace)}/{plural}"
+            if namespace
+            else f"/apis/{API_VERSION}/{plural}"
+        )
+        listing = await self._call("GET", path, accept=_METADATA_LIST)
+        versions = []
+        for item in listing.get("items", []):
+            meta = item.get("metadata") or {}
+            versions.append(
+                (
+                    str(meta.get("namespace", "")),
+                    str(meta.get("name", "")),
+                    str(meta.get("resourceVersion", "")),
+                )
+            )
+        return versions
 
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]

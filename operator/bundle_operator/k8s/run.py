@@ -17,14 +17,14 @@ import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from bundle_operator.fetch import tls_context
 from bundle_operator.k8s import handlers
 from bundle_operator.k8s.bundle import BundleReconciler
 from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.handlers import DEFAULT_WORKERS
-from bundle_operator.k8s.health import Liveness, serve_health
+from bundle_operator.k8s.health import Liveness, serve_health, ticking
 from bundle_operator.k8s.installation import InstallationReconciler
 from bundle_operator.k8s.kube import Kube, load_connection
 from bundle_operator.k8s.leader import (
@@ -46,7 +46,9 @@ from bundle_operator.k8s.logs import configure_logging
 from bundle_operator.k8s.metrics import METRICS, REGISTRY, InstrumentedTransport, PlatformLoad, serve_metrics
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.reconcile import OperatorSettings
+from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL, INSTALLATION_PLURAL
 from bundle_operator.k8s.source_types import SourceSettings
+from bundle_operator.k8s.watch_lag import WatchLag
 from bundle_operator.k8s.webhook import serve_webhook
 from bundle_operator.k8s.webhook_certs import CertificateKeeper, CertificateSettings
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
@@ -54,6 +56,20 @@ from bundle_operator.platform.gate import DEFAULT_LIMIT
 from bundle_operator.platform.transport import AiohttpTransport
 
 log = logging.getLogger(__name__)
+
+
+class Stoppable(Protocol):
+    """A server of the operator's (metrics, probes, admission) that ``cleanup`` stops."""
+
+    async def cleanup(self) -> None: ...
+
+
+# The kinds whose watch streams are checked, every WATCH_CHECK_SECONDS. A stream that leaves
+# changes undelivered past kopf's watch timeout (300 s, after which the API server ends every
+# watch and kopf opens it again) and two more minutes is wedged.
+WATCHED_PLURALS = (BUNDLE_PLURAL, INSTALLATION_PLURAL, ENDPOINT_PLURAL)
+WATCH_CHECK_SECONDS = 60.0
+WATCH_LAG_LIMIT = 300.0 + 120.0
 
 # The exit code of a leader that lost its Lease (distinct from 1, an unexpected crash).
 EXIT_LOST_LEASE: Final = 3
@@ -356,7 +372,7 @@ async def run_operator(options: RunOptions) -> None:
             on_role=lambda role: METRICS.leader.set(1 if role is Role.LEADER else 0),
         )
     METRICS.leader.set(1 if elector is None else 0)
-    runners = []
+    runners: list[Stoppable] = []
     if options.metrics_port is not None:
         runners.append(await serve_metrics(options.host, options.metrics_port))
     if options.health_port is not None:
@@ -380,6 +396,8 @@ async def run_operator(options: RunOptions) -> None:
         "" if election is None else f", leader election on lease {election.namespace}/{election.lease_id}",
     )
     beat = asyncio.create_task(_heartbeat(kube, liveness))
+    tick = asyncio.create_task(ticking(liveness), name="liveness-tick")
+    lag = asyncio.create_task(_watch_checks(kube, options, liveness, ready), name="watch-lag")
     lost: LostLease | None = None
     try:
         if elector is None:
@@ -388,6 +406,8 @@ async def run_operator(options: RunOptions) -> None:
             lost = await _lead_then_run(options, elector, stop, ready)
     finally:
         beat.cancel()
+        tick.cancel()
+        lag.cancel()
         if keeper is not None:
             keeper.cancel()
         for runner in runners:
@@ -521,6 +541,37 @@ def _lost(renewer: asyncio.Task[None]) -> LostLease:
         "leader election: the renewer failed (%s); stopping as if the lease were lost", type(exc).__name__
     )
     return LostLease(f"the renewer failed: {type(exc).__name__}")
+
+
+async def _watch_checks(
+    kube: Kube,
+    options: RunOptions,
+    liveness: Liveness,
+    ready: asyncio.Event,
+    every: float = WATCH_CHECK_SECONDS,
+) -> None:
+    """Compare what the watches delivered with the API server's lists (watch_lag.py), while kopf runs.
+
+    Namespace globs would need a cluster-wide list the operator may not be allowed: there the
+    check is off, and the other two wedges still count.
+    """
+    if not options.all_namespaces and not exact_namespaces(options):
+        log.info("watch checks: off for namespace patterns; the event loop and heartbeat checks stay")
+        return
+    scopes: list[str | None] = [None] if options.all_namespaces else list(options.namespaces)
+    checker = WatchLag(handlers.DELIVERIES, WATCHED_PLURALS, limit=WATCH_LAG_LIMIT)
+
+    async def listed(plural: str) -> list[tuple[str, str, str]]:
+        return [row for scope in scopes for row in await kube.list_versions(plural, scope)]
+
+    while True:
+        await asyncio.sleep(every)
+        if not ready.is_set():
+            continue  # a standby, or kopf still starting: no watch to judge
+        try:
+            liveness.watch_lag(await checker.check(listed))
+        except Exception as exc:  # the API server not answering is the heartbeat's to judge
+            log.warning("watch checks: cannot list: %s", type(exc).__name__)
 
 
 async def _heartbeat(kube: Kube, liveness: Liveness, every: float = 60.0) -> None:
