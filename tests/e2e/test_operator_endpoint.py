@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -334,3 +335,61 @@ def test_an_oauth_endpoint_is_served_with_its_issuer_and_keeps_no_secret(
     # Deleting it deletes the platform endpoint and does not hang.
     kubectl.run("delete", "bep", name, "-n", namespace, "--wait=true", "--timeout=60s")
     assert not platform_endpoints(platform, namespace, name)
+
+
+def test_deleting_a_namespace_uninstalls_with_its_token_secret_and_keeps_what_orphan_keeps(
+    kubectl: Kubectl, operator: OperatorProcess, platform: PlatformProcess, tmp_path: Path
+) -> None:
+    # Everything in the namespace goes at once, the platform token Secret too: the operator holds
+    # that Secret (bundle-operator.dev/in-use) until the uninstalls that need it are done.
+    namespace = f"e2e-nsgone-{secrets.token_hex(3)}"
+    kubectl.run("create", "namespace", namespace)
+    kubectl.run(
+        "create", "secret", "generic", "platform-token", "-n", namespace, "--from-literal=token=t0ken"
+    )
+    bundle = {
+        "apiVersion": "bundle-operator.dev/v1alpha1",
+        "kind": "Bundle",
+        "metadata": {"name": BUNDLE},
+        "spec": {"source": {"inline": DOCUMENT}},
+    }
+    kubectl.apply(write(tmp_path, "bundle.yaml", bundle), namespace=namespace)
+    policies = {"gw-kit": "Delete", "gw-keep": "Orphan", "gw-third": "Delete"}
+    for name, policy in policies.items():
+        installation = {
+            "apiVersion": "bundle-operator.dev/v1alpha1",
+            "kind": "BundleInstallation",
+            "metadata": {"name": name},
+            "spec": {
+                "bundleRef": {"name": BUNDLE},
+                "workspace": f"{namespace}-{name}",
+                "deletionPolicy": policy,
+                "platform": {
+                    "url": platform.url,
+                    "tokenSecretRef": {"name": "platform-token", "key": "token"},
+                },
+            },
+        }
+        kubectl.apply(write(tmp_path, f"{name}.yaml", installation), namespace=namespace)
+    for name in policies:
+        wait_ready(kubectl, "bundleinstallation", name, namespace, timeout=90)
+    endpoint = f"gone-{namespace.rsplit('-', 1)[-1]}"
+    kubectl.apply(write(tmp_path, "endpoint.yaml", endpoint_manifest(endpoint)), namespace=namespace)
+    wait_ready(kubectl, "bep", endpoint, namespace, timeout=60)
+    assert platform_endpoints(platform, f"{namespace}-gw-kit", endpoint)
+    held = kubectl.get("secret", "platform-token", namespace)
+    assert "bundle-operator.dev/in-use" in (held["metadata"].get("finalizers") or [])
+
+    kubectl.run("delete", "namespace", namespace, "--wait=false")
+    wait_until(lambda: kubectl.get_or_none("namespace", namespace) is None, 120, "the namespace gone")
+
+    for name, policy in policies.items():
+        left = {
+            path: items
+            for path in ("agents", "mcp-servers", "mcp-instances", "gateway-bundles", "endpoints")
+            if (items := platform_list(platform, f"{namespace}-{name}", path))
+        }
+        if policy == "Orphan":
+            assert left.get("gateway-bundles") and left.get("mcp-instances"), f"Orphan kept nothing: {left}"
+        else:
+            assert left == {}, f"{name} left {left} on the platform"

@@ -43,6 +43,7 @@ from bundle_operator.k8s.resources import (
     INSTALLATION_PLURAL,
     VERSION,
 )
+from bundle_operator.k8s.secret_holds import IN_USE_FINALIZER, SecretHolds, uninstall_secret
 from bundle_operator.k8s.setup import referenced_secrets
 from bundle_operator.k8s.state import LABEL_INSTALLATION
 from bundle_operator.k8s.watch_lag import Deliveries
@@ -77,6 +78,13 @@ class Runtime:
     last_run: dict[str, float] = field(default_factory=dict)
     endpoints: EndpointReconciler | None = None
     workers: int = DEFAULT_WORKERS
+    holds: SecretHolds | None = None
+
+    def secret_holds(self) -> SecretHolds:
+        """The in-use finalizers this process put on Secrets (secret_holds.py)."""
+        if self.holds is None:
+            self.holds = SecretHolds(self.kube)
+        return self.holds
 
     def lock(self, uid: str) -> asyncio.Lock:
         """One lock per object: the drift timer never runs beside a reconcile of the same object."""
@@ -156,6 +164,12 @@ def installations_by_secret(namespace: str | None, name: str, spec: kopf.Spec, *
 
 
 @kopf.index(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
+def uninstall_secrets(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
+    secret = uninstall_secret(dict(spec))
+    return {(namespace, secret): name} if secret is not None else {}
+
+
+@kopf.index(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
 def installations_by_bundle(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
     ref = (spec.get("bundleRef") or {}).get("name")
     return {(namespace, ref): name} if isinstance(ref, str) else {}
@@ -230,6 +244,9 @@ async def _nudge(plural: str, namespace: str, names: Any, marker: str) -> None:
 async def secret_changed(namespace: str | None, name: str, meta: kopf.Meta, **kwargs: Any) -> None:
     if namespace is None:
         return
+    # Seen at every start too: a hold no installation needs any more (its spec changed while the
+    # operator was away) is released; a Secret made after the installation that needs it is held.
+    await _keep_or_release(namespace, name, kwargs["uninstall_secrets"], meta)
     marker = inputs_marker("Secret", name, str(meta.get("resourceVersion", "")))
     users = kwargs["installations_by_secret"].get((namespace, name))
     await _nudge(INSTALLATION_PLURAL, namespace, users, marker)
@@ -624,6 +641,7 @@ async def _installation_event(
     runtime().liveness.touch()
     if namespace is None:
         return
+    await _hold_uninstall_secrets(namespace, name, body, type, kwargs["uninstall_secrets"])
     # The Endpoints of this installation run again when what they depend on changes (its gateway
     # appears or goes, it moves to another platform); its other status writes leave them alone.
     marker = inputs_marker(
@@ -633,6 +651,49 @@ async def _installation_event(
         if ENDPOINT_NUDGES.get((namespace, endpoint)) != marker:
             await _nudge(ENDPOINT_PLURAL, namespace, [endpoint], marker)
             ENDPOINT_NUDGES[(namespace, endpoint)] = marker
+
+
+async def _hold_uninstall_secrets(
+    namespace: str, name: str, body: kopf.Body, type: str | None, index: kopf.Index[Any, str]
+) -> None:
+    """Hold the Secret this installation's uninstall needs; release held ones nobody needs now."""
+    holds = runtime().secret_holds()
+    secret = None if type == "DELETED" else uninstall_secret(dict(body.get("spec") or {}))
+    try:
+        if secret is not None:
+            await holds.hold(namespace, secret)
+        for held_namespace, held in list(holds.held):
+            if held_namespace == namespace and held != secret:
+                users = set(index.get((namespace, held), ())) - ({name} if type == "DELETED" else set())
+                if not users:
+                    await holds.release(namespace, held)
+    except KubeError as exc:
+        # The next event of the installation (its own status writes bring one) tries again.
+        log.warning(
+            "could not hold or release a Secret: %s",
+            exc.reason,
+            extra=object_extra("BundleInstallation", namespace, name, None),
+        )
+
+
+async def _keep_or_release(namespace: str, name: str, index: kopf.Index[Any, str], meta: kopf.Meta) -> None:
+    holds = runtime().secret_holds()
+    marked = IN_USE_FINALIZER in (meta.get("finalizers") or [])
+    needed = bool(index.get((namespace, name)))
+    try:
+        if needed and marked:
+            holds.held[(namespace, name)] = str(meta.get("uid", ""))
+        elif needed:
+            holds.held.pop((namespace, name), None)  # taken off by someone else: put it back
+            await holds.hold(namespace, name)
+        elif marked:
+            await holds.release(namespace, name)
+    except KubeError as exc:
+        log.warning(
+            "could not release a Secret: %s",
+            exc.reason,
+            extra=object_extra("Secret", namespace, name, meta.get("uid")),
+        )
 
 
 # The last installation marker set on each Endpoint, so an installation's every status write does

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,6 +25,7 @@ from bundle_operator.engine.apply import BUNDLE_INVALID, Blocked, InstallFailed,
 from bundle_operator.engine.correct import correct_drift
 from bundle_operator.engine.drift import DriftReport, drift_from
 from bundle_operator.engine.plan import Plan, plan
+from bundle_operator.engine.record import Record
 from bundle_operator.engine.snapshot import read_snapshot
 from bundle_operator.engine.uninstall import PlanOutdated, UninstallRefused, preview_uninstall, uninstall
 from bundle_operator.k8s import conditions as cond
@@ -101,6 +103,18 @@ class Run:
     @property
     def namespace(self) -> str:
         return str(self.body["metadata"]["namespace"])
+
+
+def deleting_for(body: dict[str, Any]) -> float | None:
+    """Seconds since the object's deletion was asked for, or None when it was not."""
+    stamp = body.get("metadata", {}).get("deletionTimestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        asked = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (datetime.now(UTC) - asked).total_seconds()
 
 
 @dataclass
@@ -525,6 +539,34 @@ class InstallationReconciler:
             raise kube_retry(exc, attempt) from None
         self.platforms.forget(body.get("metadata", {}).get("uid") or "")
 
+    async def _abandoned(
+        self, body: dict[str, Any], store: StateStore, record: Record, workspace: str, why: str
+    ) -> bool:
+        """In a namespace being deleted, give the uninstall up once it has failed for too long.
+
+        Nothing there can wait for ever: the namespace would stay Terminating. The Event says what
+        stays on the platform, so that someone can delete it there.
+        """
+        waited = deleting_for(body)
+        if not store.terminating or waited is None or waited < self.settings.abandon_uninstall_after:
+            return False
+        left = sorted(e.entity for e in record.entities)
+        shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
+        message = (
+            f"the namespace is being deleted and the uninstall has failed for {waited:.0f}s "
+            f"({why}); left on the platform in workspace '{workspace}': {shown or 'nothing recorded'}"
+        )
+        await self.events.post(body, "Warning", "UninstallAbandoned", message)
+        # Logged too: the Event goes with its namespace.
+        meta = body["metadata"]
+        log.warning(
+            "UninstallAbandoned: %s",
+            message,
+            extra=object_extra("BundleInstallation", meta["namespace"], meta["name"], meta.get("uid")),
+        )
+        await store.release()
+        return True
+
     def _status(self, body: dict[str, Any]) -> InstallationStatus:
         return InstallationStatus(self.kube, body, on_status=self.on_status)
 
@@ -563,14 +605,20 @@ class InstallationReconciler:
             )
             raise Retry(str(exc), UNINSTALL_APPROVAL_POLL) from None
         except SetupProblem as exc:
+            if await self._abandoned(body, store, record, spec.workspace, exc.message):
+                return
             await self.events.post(body, "Warning", "UninstallBlocked", exc.message)
             raise Retry(exc.message, backoff(attempt, cap=120)) from None
         except UninstallRefused as exc:
             # Nothing was deleted; the finalizer stays until the foreign users let go (or the
             # user switches deletionPolicy to Orphan), and each retry says who holds what.
+            if await self._abandoned(body, store, record, spec.workspace, str(exc)):
+                return
             await self.events.post(body, "Warning", "UninstallBlocked", str(exc))
             raise Retry(str(exc), backoff(attempt, cap=300)) from None
         except PlatformError as exc:
+            if await self._abandoned(body, store, record, spec.workspace, f"the platform answered {exc}"):
+                return
             await self.events.post(
                 body, "Warning", "UninstallFailed", f"the platform answered {exc}; retrying"
             )
@@ -585,6 +633,8 @@ class InstallationReconciler:
         await self.events.post(body, "Normal", "Uninstalled", message)
         if not result.complete:
             failed = ", ".join(result.failed)
+            if await self._abandoned(body, store, record, spec.workspace, f"could not delete {failed}"):
+                return
             await self.events.post(body, "Warning", "UninstallFailed", f"could not delete {failed}; retrying")
             raise Retry(f"could not delete {failed}", backoff(attempt))
         await store.release()

@@ -84,6 +84,10 @@ def platform_key(url: str | None) -> str:
     return (url or "").rstrip("/").lower()
 
 
+# Seconds: nothing in a namespace being deleted can wait for ever (it would stay Terminating).
+ABANDON_UNINSTALL_AFTER = 600.0
+
+
 @dataclass(frozen=True)
 class OperatorSettings:
     """What every reconcile shares: the default platform connection and source rules."""
@@ -93,6 +97,8 @@ class OperatorSettings:
     sources: SourceSettings = field(default_factory=SourceSettings)
     # Read at every use: a mounted Secret's token rotates without an operator restart.
     default_platform_token_file: Path | None = None
+    # In a namespace being deleted, an uninstall that keeps failing is given up after this long.
+    abandon_uninstall_after: float = ABANDON_UNINSTALL_AFTER
 
     def default_token(self) -> str | None:
         """The default platform's token, from the file when one was given."""

@@ -45,7 +45,7 @@ from bundle_operator.k8s.leader import (
 from bundle_operator.k8s.logs import configure_logging
 from bundle_operator.k8s.metrics import METRICS, REGISTRY, InstrumentedTransport, PlatformLoad, serve_metrics
 from bundle_operator.k8s.platforms import PlatformPool
-from bundle_operator.k8s.reconcile import OperatorSettings
+from bundle_operator.k8s.reconcile import ABANDON_UNINSTALL_AFTER, OperatorSettings
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL, INSTALLATION_PLURAL
 from bundle_operator.k8s.source_types import SourceSettings
 from bundle_operator.k8s.watch_lag import WatchLag
@@ -110,6 +110,7 @@ class RunOptions:
     webhook_cert_dir: Path | None = None
     # With a Secret name, the operator makes and renews the webhook's certificate itself.
     webhook_certificates: CertificateSettings | None = None
+    abandon_uninstall_after: float = ABANDON_UNINSTALL_AFTER
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,6 +135,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on PORT")
     parser.add_argument("--health-port", type=int, metavar="PORT", help="serve /healthz and /readyz on PORT")
     parser.add_argument("--probe-host", default="0.0.0.0", help="address for metrics and probes")
+    parser.add_argument(
+        "--abandon-uninstall-after",
+        type=float,
+        metavar="SECONDS",
+        default=ABANDON_UNINSTALL_AFTER,
+        help="in a namespace being deleted, give up an uninstall that keeps failing after SECONDS (an "
+        f"UninstallAbandoned event says what stays on the platform; default {ABANDON_UNINSTALL_AFTER:.0f})",
+    )
     parser.add_argument(
         "--webhook-port",
         type=int,
@@ -258,6 +267,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         webhook_port=args.webhook_port,
         webhook_cert_dir=args.webhook_cert_dir,
         webhook_certificates=_certificates_from(args),
+        abandon_uninstall_after=args.abandon_uninstall_after,
     )
 
 
@@ -335,7 +345,11 @@ async def run_operator(options: RunOptions) -> None:
         raise SystemExit(f"bundlectl operator run: {exc}") from None
     sources = SourceSettings(allow_private_sources=options.allow_private_sources, verify=trust)
     settings = OperatorSettings(
-        options.platform_url, options.platform_token, sources, options.platform_token_file
+        options.platform_url,
+        options.platform_token,
+        sources,
+        options.platform_token_file,
+        abandon_uninstall_after=options.abandon_uninstall_after,
     )
     events = Events(kube)
     installations = InstallationReconciler(kube, settings, platforms, events, on_status=handlers.GAUGES.set)

@@ -88,6 +88,8 @@ class StateStore:
         self._resource_version: str | None = None
         self._finalizers: list[str] = [FINALIZER]
         self.writes = 0
+        # The state Secret is being deleted: its namespace is (users never delete it themselves).
+        self.terminating = False
 
     def _identity(self) -> str:
         # The uid makes idempotency keys of a re-created installation differ from its predecessor's.
@@ -109,6 +111,7 @@ class StateStore:
         existing = list(secret["metadata"].get("finalizers") or [])
         # A Secret being deleted takes no new finalizer; otherwise ours is always there.
         terminating = bool(secret["metadata"].get("deletionTimestamp"))
+        self.terminating = terminating
         self._finalizers = existing if terminating or FINALIZER in existing else [*existing, FINALIZER]
         data = secret.get("data") or {}
         if RECORD_KEY not in data and PLAIN_RECORD_KEY not in data:

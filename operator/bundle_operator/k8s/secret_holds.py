@@ -1,0 +1,82 @@
+"""Hold the Secret an uninstall needs until the uninstall is done, as Kubernetes holds a PVC in use.
+
+Deleting a namespace deletes everything in it at once: the platform token Secret of an
+installation goes together with the installation, whose finalizer then cannot reach the platform,
+and the namespace stays Terminating for ever. So a Secret named by an installation's
+``spec.platform.tokenSecretRef`` (under ``deletionPolicy: Delete``, the only policy whose uninstall
+calls the platform) carries the finalizer ``bundle-operator.dev/in-use``. A deleted Secret stays
+readable while it has one. The operator takes it off once no installation of the namespace needs
+the Secret for its uninstall any more: after the last one is gone, or when their specs stop
+naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from bundle_operator.k8s.kube import Kube, KubeError
+
+IN_USE_FINALIZER = "bundle-operator.dev/in-use"
+
+
+def uninstall_secret(spec: Mapping[str, Any]) -> str | None:
+    """The Secret an installation's uninstall reads (its platform token), or None."""
+    if spec.get("deletionPolicy") == "Orphan":
+        return None
+    platform = spec.get("platform")
+    ref = platform.get("tokenSecretRef") if isinstance(platform, Mapping) else None
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+class SecretHolds:
+    """Puts the in-use finalizer on Secrets and takes it off; remembers which ones it holds."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        # (namespace, name) -> the Secret's uid when the finalizer was seen on it.
+        self.held: dict[tuple[str, str], str] = {}
+
+    async def hold(self, namespace: str, name: str) -> None:
+        """Put the finalizer on the Secret (once per process); a missing Secret is not held."""
+        if (namespace, name) in self.held:
+            return
+        secret = await self.kube.read_secret(namespace, name)
+        if secret is None:
+            return
+        meta = secret.get("metadata") or {}
+        finalizers = list(meta.get("finalizers") or [])
+        if IN_USE_FINALIZER not in finalizers:
+            if meta.get("deletionTimestamp"):
+                return  # no finalizer can be added to a Secret being deleted
+            await self._set(namespace, name, [*finalizers, IN_USE_FINALIZER], meta)
+        self.held[(namespace, name)] = str(meta.get("uid", ""))
+
+    async def release(self, namespace: str, name: str) -> None:
+        """Take the finalizer off the Secret (a missing Secret is fine)."""
+        self.held.pop((namespace, name), None)
+        secret = await self.kube.read_secret(namespace, name)
+        if secret is None:
+            return
+        meta = secret.get("metadata") or {}
+        finalizers = list(meta.get("finalizers") or [])
+        if IN_USE_FINALIZER in finalizers:
+            await self._set(namespace, name, [f for f in finalizers if f != IN_USE_FINALIZER], meta)
+
+    async def release_unneeded(self, namespace: str, needed: Iterable[str]) -> None:
+        """Release every Secret this process holds in ``namespace`` that is not in ``needed``."""
+        keep = set(needed)
+        for held_namespace, name in list(self.held):
+            if held_namespace == namespace and name not in keep:
+                await self.release(namespace, name)
+
+    async def _set(self, namespace: str, name: str, finalizers: list[str], meta: Mapping[str, Any]) -> None:
+        # The resourceVersion makes it a compare-and-swap: a concurrent change of the list fails
+        # with a conflict and is retried by the next run, never lost.
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
+        try:
+            await self.kube.patch_secret(namespace, name, patch)
+        except KubeError as exc:
+            if not exc.not_found:
+                raise
