@@ -9,11 +9,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from bundle_operator.devcluster import Kubectl, wait_until
 from tests.integration.platform.platform_harness import PlatformProcess
@@ -134,6 +137,33 @@ class OperatorProcess:
     def metrics(self) -> str:
         """The Prometheus text of /metrics."""
         return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
+
+
+@contextmanager
+def solo_operator(
+    kubeconfig: Path,
+    platform_url: str,
+    log: Path,
+    namespace: str,
+    *,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> Iterator[OperatorProcess]:
+    """An operator of the test's own that watches only ``namespace``; stopped afterwards."""
+    running = OperatorProcess(
+        kubeconfig, platform_url, log, extra=extra, scope=("--namespace", namespace), env=env or {}
+    ).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def apply_object(kubectl: Kubectl, namespace: str, folder: Path, obj: dict[str, Any]) -> None:
+    """``kubectl apply`` one manifest, written to ``folder`` first."""
+    path = folder / f"{obj['kind']}-{obj['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(obj, sort_keys=False))
+    kubectl.apply(path, namespace=namespace)
 
 
 def wait_ready(

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
 from bundle_operator.reference_platform.process import PlatformProcess, start_platform
 from tests.documents import bundle_document
-from tests.e2e.operator_harness import OperatorProcess, condition, wait_ready
+from tests.e2e.operator_harness import OperatorProcess, apply_object, condition, solo_operator, wait_ready
 from tests.mcp_members import members_thread
 
 pytestmark = pytest.mark.e2e
@@ -47,22 +46,9 @@ def own_platform(tmp_path: Path) -> Iterator[PlatformProcess]:
 def own_operator(
     devcluster: DevCluster, crds: None, own_platform: PlatformProcess, solo_namespace: str, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
-    running = OperatorProcess(
-        devcluster.kubeconfig,
-        own_platform.url,
-        tmp_path / "operator.log",
-        scope=("--namespace", solo_namespace),
-    ).start()
-    try:
+    log = tmp_path / "operator.log"
+    with solo_operator(devcluster.kubeconfig, own_platform.url, log, solo_namespace) as running:
         yield running
-    finally:
-        running.stop()
-
-
-def apply(kubectl: Kubectl, namespace: str, tmp_path: Path, obj: dict[str, Any]) -> None:
-    path = tmp_path / f"{obj['kind']}.yaml"
-    path.write_text(yaml.safe_dump(obj, sort_keys=False))
-    kubectl.apply(path, namespace=namespace)
 
 
 def degraded(kubectl: Kubectl, namespace: str, status: str) -> dict[str, Any] | None:
@@ -93,7 +79,7 @@ def test_a_member_down_makes_the_endpoint_degraded_until_it_is_back(
         }
         for kind, spec in specs.items():
             manifest = {"apiVersion": "bundle-operator.dev/v1alpha1", "kind": kind}
-            apply(kubectl, ns, tmp_path, {**manifest, "metadata": {"name": "planner"}, "spec": spec})
+            apply_object(kubectl, ns, tmp_path, {**manifest, "metadata": {"name": "planner"}, "spec": spec})
             if kind == "BundleInstallation":
                 wait_ready(kubectl, "bundleinstallation", "planner", ns)
         wait_until(lambda: degraded(kubectl, ns, "False"), 90, "the Endpoint served with both members")

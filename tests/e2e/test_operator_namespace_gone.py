@@ -6,14 +6,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
-from tests.e2e.operator_harness import OperatorProcess, platform_list, wait_ready
+from tests.e2e.operator_harness import (
+    OperatorProcess,
+    apply_object,
+    platform_list,
+    solo_operator,
+    wait_ready,
+)
 from tests.e2e.test_operator_endpoint import BUNDLE, DOCUMENT
 from tests.integration.platform.platform_harness import PlatformProcess
 
@@ -26,23 +30,10 @@ ABANDON_AFTER = 5
 def own_operator(
     devcluster: DevCluster, crds: None, platform: PlatformProcess, solo_namespace: str, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
-    running = OperatorProcess(
-        devcluster.kubeconfig,
-        platform.url,
-        tmp_path / "operator.log",
-        scope=("--namespace", solo_namespace),
-        extra=("--abandon-uninstall-after", str(ABANDON_AFTER)),
-    ).start()
-    try:
+    extra = ("--abandon-uninstall-after", str(ABANDON_AFTER))
+    log = tmp_path / "operator.log"
+    with solo_operator(devcluster.kubeconfig, platform.url, log, solo_namespace, extra=extra) as running:
         yield running
-    finally:
-        running.stop()
-
-
-def apply(kubectl: Kubectl, namespace: str, tmp_path: Path, obj: dict[str, Any]) -> None:
-    path = tmp_path / f"{obj['kind']}-{obj['metadata']['name']}.yaml"
-    path.write_text(yaml.safe_dump(obj, sort_keys=False))
-    kubectl.apply(path, namespace=namespace)
 
 
 def test_a_refused_uninstall_gives_up_once_the_namespace_has_waited_long_enough(
@@ -56,7 +47,7 @@ def test_a_refused_uninstall_gives_up_once_the_namespace_has_waited_long_enough(
     kubectl.run(
         "create", "secret", "generic", "platform-token", "-n", solo_namespace, "--from-literal=token=t"
     )
-    apply(
+    apply_object(
         kubectl,
         solo_namespace,
         tmp_path,
@@ -67,7 +58,7 @@ def test_a_refused_uninstall_gives_up_once_the_namespace_has_waited_long_enough(
             "spec": {"source": {"inline": DOCUMENT}},
         },
     )
-    apply(
+    apply_object(
         kubectl,
         solo_namespace,
         tmp_path,

@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
-from tests.e2e.operator_harness import OperatorProcess, condition, platform_list, resource, wait_ready
+from tests.e2e.operator_harness import (
+    OperatorProcess,
+    condition,
+    platform_list,
+    resource,
+    solo_operator,
+    wait_ready,
+)
 from tests.integration.platform.platform_harness import PlatformProcess
 from tests.registry_stub import StubRegistry, archive, stub_registry
 
@@ -42,17 +49,10 @@ def operator(
     registry: StubRegistry,
     tmp_path: Path,
 ) -> Iterator[OperatorProcess]:
-    running = OperatorProcess(
-        devcluster.kubeconfig,
-        platform.url,
-        tmp_path / "operator.log",
-        scope=("--namespace", solo_namespace),
-        env={"SSL_CERT_FILE": str(registry.tls.ca_file)},
-    ).start()
-    try:
+    env = {"SSL_CERT_FILE": str(registry.tls.ca_file)}
+    log = tmp_path / "operator.log"
+    with solo_operator(devcluster.kubeconfig, platform.url, log, solo_namespace, env=env) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def events(kubectl: Kubectl, namespace: str, reason: str) -> list[str]:

@@ -148,6 +148,14 @@ async def endpoint(
     return created.id, created.url, created.api_key.get_secret_value()
 
 
+async def served_assistant(api: PlatformClient, members: Members) -> tuple[str, str, str, str]:
+    """A fresh workspace with the assistant bundle behind a Default endpoint: (ws, bundle, URL, key)."""
+    ws = f"gw-{key()[:8]}"
+    bundle_id = await assistant(api, ws, members)
+    _, url, api_key = await endpoint(api, ws, bundle_id)
+    return ws, bundle_id, url, api_key
+
+
 def connect(url: str, api_key: str, **options: Any) -> Client:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {api_key}"})
     return Client(streamable_http_client(url, http_client=http), cache=None, **options)
@@ -156,9 +164,7 @@ def connect(url: str, api_key: str, **options: Any) -> Client:
 async def test_a_client_sees_the_curated_bundle_and_calls_through(
     api: PlatformClient, members: Members
 ) -> None:
-    ws = f"gw-{key()[:8]}"
-    bundle_id = await assistant(api, ws, members)
-    _, url, api_key = await endpoint(api, ws, bundle_id)
+    ws, bundle_id, url, api_key = await served_assistant(api, members)
 
     async with connect(url, api_key) as client:
         assert client.instructions == "Weather and notes for planning"
@@ -250,9 +256,7 @@ async def test_keys_disabled_endpoints_and_rotation(api: PlatformClient, members
 
 
 async def test_changes_reach_connected_clients_as_list_changed(api: PlatformClient, members: Members) -> None:
-    ws = f"gw-{key()[:8]}"
-    bundle_id = await assistant(api, ws, members)
-    _, url, api_key = await endpoint(api, ws, bundle_id)
+    ws, bundle_id, url, api_key = await served_assistant(api, members)
 
     # 2026-07-28 clients listen on a subscriptions/listen stream.
     async with (
@@ -309,9 +313,7 @@ async def test_changes_reach_connected_clients_as_list_changed(api: PlatformClie
 
 
 async def test_discovery_follows_the_member_and_reports_health(api: PlatformClient, members: Members) -> None:
-    ws = f"gw-{key()[:8]}"
-    bundle_id = await assistant(api, ws, members)
-    _, url, api_key = await endpoint(api, ws, bundle_id)
+    ws, bundle_id, url, api_key = await served_assistant(api, members)
 
     # The member's own list_changed brings its new tool to the gateway and on to clients.
     await members.add_tool("weather", "radar", "Radar images")
@@ -400,9 +402,7 @@ async def test_discovery_logs_a_collision_with_an_override_and_serves_the_holder
 async def test_a_raw_modern_tool_call_is_answered_as_the_gateway_and_a_mismatch_is_refused(
     api: PlatformClient, members: Members
 ) -> None:
-    ws = f"gw-{key()[:8]}"
-    bundle_id = await assistant(api, ws, members)
-    _, url, api_key = await endpoint(api, ws, bundle_id)
+    ws, bundle_id, url, api_key = await served_assistant(api, members)
     envelope = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
