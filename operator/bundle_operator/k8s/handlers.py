@@ -43,7 +43,7 @@ from bundle_operator.k8s.resources import (
     INSTALLATION_PLURAL,
     VERSION,
 )
-from bundle_operator.k8s.secret_holds import IN_USE_FINALIZER, SecretHolds, uninstall_secret
+from bundle_operator.k8s.secret_holds import SecretHolds, uninstall_secret
 from bundle_operator.k8s.setup import referenced_secrets
 from bundle_operator.k8s.state import LABEL_INSTALLATION
 from bundle_operator.k8s.watch_lag import Deliveries
@@ -656,17 +656,13 @@ async def _installation_event(
 async def _hold_uninstall_secrets(
     namespace: str, name: str, body: kopf.Body, type: str | None, index: kopf.Index[Any, str]
 ) -> None:
-    """Hold the Secret this installation's uninstall needs; release held ones nobody needs now."""
-    holds = runtime().secret_holds()
     secret = None if type == "DELETED" else uninstall_secret(dict(body.get("spec") or {}))
+
+    def users(held: str) -> set[str]:
+        return set(index.get((namespace, held), ())) - ({name} if type == "DELETED" else set())
+
     try:
-        if secret is not None:
-            await holds.hold(namespace, secret)
-        for held_namespace, held in list(holds.held):
-            if held_namespace == namespace and held != secret:
-                users = set(index.get((namespace, held), ())) - ({name} if type == "DELETED" else set())
-                if not users:
-                    await holds.release(namespace, held)
+        await runtime().secret_holds().follow_installation(namespace, secret, users)
     except KubeError as exc:
         # The next event of the installation (its own status writes bring one) tries again.
         log.warning(
@@ -677,20 +673,15 @@ async def _hold_uninstall_secrets(
 
 
 async def _keep_or_release(namespace: str, name: str, index: kopf.Index[Any, str], meta: kopf.Meta) -> None:
-    holds = runtime().secret_holds()
-    marked = IN_USE_FINALIZER in (meta.get("finalizers") or [])
-    needed = bool(index.get((namespace, name)))
     try:
-        if needed and marked:
-            holds.held[(namespace, name)] = str(meta.get("uid", ""))
-        elif needed:
-            holds.held.pop((namespace, name), None)  # taken off by someone else: put it back
-            await holds.hold(namespace, name)
-        elif marked:
-            await holds.release(namespace, name)
+        await (
+            runtime()
+            .secret_holds()
+            .follow_secret(namespace, name, dict(meta), needed=bool(index.get((namespace, name))))
+        )
     except KubeError as exc:
         log.warning(
-            "could not release a Secret: %s",
+            "could not hold or release a Secret: %s",
             exc.reason,
             extra=object_extra("Secret", namespace, name, meta.get("uid")),
         )

@@ -12,7 +12,7 @@ naming it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bundle_operator.k8s.kube import Kube, KubeError
@@ -64,12 +64,26 @@ class SecretHolds:
         if IN_USE_FINALIZER in finalizers:
             await self._set(namespace, name, [f for f in finalizers if f != IN_USE_FINALIZER], meta)
 
-    async def release_unneeded(self, namespace: str, needed: Iterable[str]) -> None:
-        """Release every Secret this process holds in ``namespace`` that is not in ``needed``."""
-        keep = set(needed)
-        for held_namespace, name in list(self.held):
-            if held_namespace == namespace and name not in keep:
-                await self.release(namespace, name)
+    async def follow_installation(
+        self, namespace: str, needs: str | None, users: Callable[[str], set[str]]
+    ) -> None:
+        """An installation event: hold the Secret it ``needs``; release held ones without ``users``."""
+        if needs is not None:
+            await self.hold(namespace, needs)
+        for held_namespace, held in list(self.held):
+            if held_namespace == namespace and held != needs and not users(held):
+                await self.release(namespace, held)
+
+    async def follow_secret(self, namespace: str, name: str, meta: Mapping[str, Any], needed: bool) -> None:
+        """A Secret event (every Secret at the start too): hold it, remember it, or release it."""
+        marked = IN_USE_FINALIZER in (meta.get("finalizers") or [])
+        if needed and marked:
+            self.held[(namespace, name)] = str(meta.get("uid", ""))
+        elif needed:
+            self.held.pop((namespace, name), None)  # taken off by someone else: put it back
+            await self.hold(namespace, name)
+        elif marked:
+            await self.release(namespace, name)
 
     async def _set(self, namespace: str, name: str, finalizers: list[str], meta: Mapping[str, Any]) -> None:
         # The resourceVersion makes it a compare-and-swap: a concurrent change of the list fails
