@@ -214,6 +214,47 @@ def poll_until_ready(
         time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
 
 
+def run_outage(
+    args: argparse.Namespace,
+    work: Path,
+    platform: PlatformProcess,
+    operator: OperatorProcess,
+    api: httpx.Client,
+    names: list[str],
+) -> PlatformProcess:
+    """Kill the platform, keep it down, start it again on its port; print how soon all are Ready."""
+    outage = args.outage if args.outage is not None else 2 * args.drift_interval + 5
+    port = platform.url.rsplit(":", 1)[1]
+    errors_before = operator_metric(operator, "bundle_operator_platform_calls_total", {"status": "error"})
+    platform.process.kill()  # as a crashed node would: calls in flight get no answer
+    platform.process.wait(timeout=10)
+    print(f"\nthe platform is killed and stays down {outage:.0f} s ...", flush=True)
+    time.sleep(outage)
+    tried = (
+        operator_metric(operator, "bundle_operator_platform_calls_total", {"status": "error"}) - errors_before
+    )
+    down = wait_all_ready(api, names, time.monotonic(), 0.0, operator)
+    back = start_platform(
+        work / "platform.db", "--count-calls", "--port", port, log=work / "platform-after-outage.log"
+    )
+    returned = time.monotonic()
+    progress = wait_all_ready(api, names, returned, args.ready_timeout, operator)
+    not_ready = len(names) - len(down.ready_at)
+    print(
+        f"outage: {not_ready}/{len(names)} installations not Ready when the platform came back after "
+        f"{outage:.0f} s; {tried:.0f} platform calls tried during it "
+        f"({tried / len(names) / (outage / 60):.2f} per installation per minute)"
+    )
+    if len(progress.ready_at) == len(names):
+        print(f"outage: all Ready {max(progress.ready_at.values()):.1f} s after the platform returned")
+    else:
+        print(
+            f"outage: {len(progress.ready_at)}/{len(names)} Ready "
+            f"{args.ready_timeout:.0f} s after the platform returned"
+        )
+    return back
+
+
 # --- printing ---------------------------------------------------------------------------------------
 
 
@@ -350,6 +391,13 @@ def main() -> int:
         default=[],
         metavar="ARG",
         help="an extra operator flag (repeatable; write --operator-arg=--flag for flags)",
+    )
+    parser.add_argument(
+        "--outage",
+        type=float,
+        default=None,
+        help="seconds the platform is down at the end (default: two drift intervals and 5 s, so "
+        "every installation finds it down; 0 skips the outage)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, audit log, db)")
     args = parser.parse_args()
@@ -551,6 +599,10 @@ def main() -> int:
                 print(f"platform calls per drift check: {sum(drift_calls.values()) / checks:.2f}")
             print_audit(drift_events, args.count * args.intervals, "per installation per drift interval")
         peak_rss = peak(peak_rss, proc_status(operator.process.pid, "VmHWM"))
+
+        # --- outage -----------------------------------------------------------------------------
+        if all_ready and args.outage != 0:
+            platform = run_outage(args, work, platform, operator, api, names)
 
         # The specs never changed, so Ready was always for the current generation; check once.
         listed = kubectl.run("get", "bi", "-n", NAMESPACE, "-o", "json", timeout=300).stdout

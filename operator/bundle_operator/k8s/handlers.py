@@ -47,7 +47,7 @@ from bundle_operator.k8s.secret_holds import SecretHolds, uninstall_secret
 from bundle_operator.k8s.setup import referenced_secrets
 from bundle_operator.k8s.state import LABEL_INSTALLATION
 from bundle_operator.k8s.watch_lag import Deliveries
-from bundle_operator.platform.gate import CALLER
+from bundle_operator.platform.gate import CALLER, CallGate
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,8 @@ class Runtime:
     default_platform_url: str | None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     last_run: dict[str, float] = field(default_factory=dict)
+    # When an object's last run failed for a passing reason (monotonic), to wake it on recovery.
+    failed_at: dict[str, float] = field(default_factory=dict)
     endpoints: EndpointReconciler | None = None
     workers: int = DEFAULT_WORKERS
     holds: SecretHolds | None = None
@@ -309,6 +311,7 @@ async def _guarded(
             rt.liveness.touch()
     except Retry as exc:
         result = "retry"
+        rt.failed_at[uid] = time.monotonic()  # a recovered platform wakes it (drift_timer)
         raise kopf.TemporaryError(str(exc), delay=exc.delay) from None
     except kopf.TemporaryError:
         result = "retry"
@@ -469,6 +472,9 @@ async def installation_deleted(
 
     await _guarded("BundleInstallation", body, retry, run)
     GAUGES.forget(namespace or "", name)
+    uid = body.get("metadata", {}).get("uid", "")
+    runtime().failed_at.pop(uid, None)
+    runtime().last_run.pop(uid, None)
     # An installation refused as a duplicate of this one may go ahead now.
     for peer in _peers(spec, kwargs["installations_by_target"]):
         if peer.name != name or peer.namespace != namespace:
@@ -507,8 +513,15 @@ async def drift_timer(
     failed_at = 0.0
     attempt = 0
     while not stopped and namespace is not None:
-        # Short naps, so a changed interval takes effect without waiting out the old one.
-        await stopped.wait(TIMER_TICK_SECONDS)
+        spec = body.get("spec") or {}
+        gate = rt.installations.platforms.gate_for(
+            (spec.get("platform") or {}).get("url") or rt.default_platform_url or ""
+        )
+        failed = max(failed_at, rt.failed_at.get(uid, 0.0))
+        pending = failed > rt.last_run.get(uid, 0.0)
+        # Short naps, so a changed interval takes effect without waiting out the old one; one that
+        # failed for its platform wakes as soon as the platform's circuit closes again.
+        await _nap(stopped, gate if pending else None)
         if stopped:
             break
         rt.liveness.touch()
@@ -519,7 +532,9 @@ async def drift_timer(
         # Anything that ran since the slot began (a reconcile, an earlier check) counts as its check.
         due = max(last, rt.last_run.get(uid, 0.0)) < slot
         retry_due = retry_at is not None and now >= retry_at and rt.last_run.get(uid, 0.0) < failed_at
-        if policy.get("mode") == "Disabled" or not (due or retry_due):
+        # The platform came back after this installation's last failure: run now, whatever waits.
+        woken = pending and gate is not None and gate.recovered_at > failed
+        if policy.get("mode") == "Disabled" or not (due or retry_due or woken):
             continue
         last = now
         retry_at = None
@@ -565,6 +580,22 @@ async def drift_timer(
         finally:
             if result is not None:
                 METRICS.observe_reconcile("BundleInstallation", result, time.monotonic() - started)
+
+
+async def _nap(stopped: kopf.DaemonStopped, gate: CallGate | None) -> None:
+    """TIMER_TICK_SECONDS, or less when ``gate``'s circuit closes or the daemon is stopped."""
+    if gate is None:
+        await stopped.wait(TIMER_TICK_SECONDS)
+        return
+    waits = {
+        asyncio.ensure_future(stopped.wait(TIMER_TICK_SECONDS)),
+        asyncio.ensure_future(gate.recovered().wait()),
+    }
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
 
 
 def _slot_of(spec: dict[str, Any], now: float | None = None) -> float:

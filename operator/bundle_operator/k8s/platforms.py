@@ -13,6 +13,9 @@ from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.gate import DEFAULT_LIMIT, CallGate
 from bundle_operator.platform.sharing import SharedReads
 
+# Seconds: a platform that does not answer its health route this fast is not back yet.
+PROBE_TIMEOUT = 2.0
+
 
 class PlatformPool:
     """Hands out clients and closes them all at shutdown."""
@@ -45,7 +48,7 @@ class PlatformPool:
                 url,
                 token=token,
                 transport=self._transport() if self._transport is not None else None,
-                gate=self.gates.setdefault(base.lower(), CallGate(self.concurrency)),
+                gate=self._gate(base),
                 shared=self.shared.setdefault(f"{base.lower()}|{key[1]}", SharedReads()),
             )
         self._clients[key] = client  # most recently used last
@@ -54,6 +57,24 @@ class PlatformPool:
             oldest = self._clients.pop(next(iter(self._clients)))
             self._closing.add(asyncio.ensure_future(oldest.aclose()))
         return client
+
+    def _gate(self, base: str) -> CallGate:
+        gate = self.gates.get(base.lower())
+        if gate is None:
+            gate = CallGate(self.concurrency, health=lambda: self._healthy(base))
+            self.gates[base.lower()] = gate
+        return gate
+
+    def gate_for(self, url: str) -> CallGate | None:
+        """The call gate of the platform at ``url``, once a client for it exists."""
+        return self.gates.get(url.rstrip("/").lower())
+
+    async def _healthy(self, base: str) -> bool:
+        """The half-open probe of a platform's circuit: its health route answers 200."""
+        transport = self._transport() if self._transport is not None else None
+        async with httpx.AsyncClient(transport=transport, timeout=PROBE_TIMEOUT) as http:
+            response = await http.get(f"{base}/healthz")
+        return response.status_code == 200
 
     def forget(self, owner: str) -> None:
         """Drop what the shared lists know about an installation that is gone."""
@@ -65,5 +86,7 @@ class PlatformPool:
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
+        for gate in self.gates.values():
+            await gate.aclose()
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)

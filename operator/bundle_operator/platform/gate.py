@@ -8,7 +8,10 @@ The gate is also a circuit breaker for the whole platform: a 429 or 503 with Ret
 platform that cannot be reached, closes it for everybody. While it is open no call is sent; a
 caller is told at once (``CircuitOpen``) how long to wait, so reconciles report the outage and
 back off instead of hammering a platform that is down. When the wait is over one call probes;
-the rest wait for its outcome.
+the rest wait for its outcome. Given a ``health`` check, the gate also probes on its own while it
+is open (every ``probe_every`` seconds, outside the gate: one cheap call, whatever the pause): its
+first success closes the circuit for everybody at once and wakes whoever waits for the platform
+(``recovered``), so a fleet does not come back one backoff at a time.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -55,6 +58,8 @@ class CallGate:
         first_pause: float = 1.0,
         max_pause: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        health: Callable[[], Awaitable[bool]] | None = None,
+        probe_every: float = 2.0,
     ) -> None:
         if limit < 1:
             raise ValueError("the platform call limit must be at least 1")
@@ -68,6 +73,54 @@ class CallGate:
         self._pause = 0.0  # the length of the last pause; doubles while probes keep failing
         self._probing = False
         self.opened = 0  # how many times the circuit opened, for tests and logs
+        self._health = health
+        self._probe_every = probe_every
+        self._prober: asyncio.Task[None] | None = None
+        self._recovered: asyncio.Event | None = None
+        self.recovered_at = 0.0  # when the circuit last closed after a pause (clock seconds)
+
+    def recovered(self) -> asyncio.Event:
+        """Set when the circuit closes after a pause; a new event is handed out after that."""
+        if self._recovered is None:
+            self._recovered = asyncio.Event()
+        return self._recovered
+
+    def recover(self) -> None:
+        """The platform answers again: close the circuit now and wake whoever waits for it."""
+        self._open_until = 0.0
+        self._pause = 0.0
+        self.recovered_at = self._clock()
+        if self._recovered is not None:
+            self._recovered.set()
+            self._recovered = None
+
+    async def aclose(self) -> None:
+        """Stop probing."""
+        if self._prober is not None:
+            self._prober.cancel()
+            await asyncio.gather(self._prober, return_exceptions=True)
+            self._prober = None
+
+    def _start_probing(self) -> None:
+        if self._health is None or (self._prober is not None and not self._prober.done()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a synchronous test): calls probe as before
+        self._prober = loop.create_task(self._probe(), name="platform-probe")
+
+    async def _probe(self) -> None:
+        assert self._health is not None
+        while self._pause > 0.0 or self.open_for() > 0.0:
+            await asyncio.sleep(self._probe_every)
+            try:
+                up = await self._health()
+            except Exception:
+                up = False
+            if up and (self._pause > 0.0 or self.open_for() > 0.0):
+                self.recover()
+                return
 
     @property
     def waiting(self) -> int:
@@ -140,8 +193,9 @@ class CallGate:
             if until > self._open_until:
                 self._open_until = until
                 self.opened += 1
-        elif (probe or self._pause) and self.open_for() == 0.0:
-            self._pause = 0.0
+            self._start_probing()
+        elif self._pause and self.open_for() == 0.0:
+            self.recover()  # the probe after the pause went through
         if probe:
             self._probing = False
 

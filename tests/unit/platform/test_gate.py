@@ -133,3 +133,41 @@ async def test_a_cancelled_waiter_gives_its_place_back() -> None:
 def test_the_limit_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         CallGate(0)
+
+
+async def test_an_open_circuit_probes_on_its_own_and_wakes_everybody_when_the_platform_is_back() -> None:
+    answers = iter([False, False, True])
+    probes = 0
+
+    async def health() -> bool:
+        nonlocal probes
+        probes += 1
+        return next(answers)
+
+    # A long pause: without its own probe the circuit would stay shut for 30 s.
+    gate = CallGate(4, first_pause=30.0, health=health, probe_every=0.01)
+    async with gate.slot("inst-a") as report:
+        report(Outcome(overloaded=True))
+    assert gate.open_for() > 25
+    with pytest.raises(CircuitOpen):
+        async with gate.slot("inst-b"):
+            pass  # nobody else calls while it is open: the probe is the only call
+
+    woken = gate.recovered()
+    await asyncio.wait_for(woken.wait(), timeout=5)
+    assert probes == 3 and gate.open_for() == 0.0 and gate.recovered_at > 0
+    async with gate.slot("inst-b") as report:  # calls go again at once, no probe turn needed
+        report(OK)
+    assert gate.recovered() is not woken  # the next outage gets an event of its own
+
+
+async def test_a_probe_that_raises_keeps_the_circuit_open() -> None:
+    async def health() -> bool:
+        raise OSError("connection refused")
+
+    gate = CallGate(4, first_pause=30.0, health=health, probe_every=0.01)
+    async with gate.slot("inst-a") as report:
+        report(Outcome(overloaded=True))
+    await asyncio.sleep(0.1)
+    assert gate.open_for() > 25 and gate.recovered_at == 0.0
+    await gate.aclose()
