@@ -48,8 +48,11 @@ class DirectCall:
     arguments: dict[str, Any]
 
 
-def direct_call(request: web.Request, body: bytes | None, max_body: int) -> DirectCall | None:
-    """The call in ``request`` when it is a well-formed modern ``tools/call``; None sends it to the SDK."""
+def direct_call(request: web.Request, body: bytes | None, decoded: Any, max_body: int) -> DirectCall | None:
+    """The call in ``request`` when it is a well-formed modern ``tools/call``; None sends it to the SDK.
+
+    ``decoded`` is the body as JSON (gateway_limits.json_message), read once by the door.
+    """
     headers = request.headers
     version = headers.get("MCP-Protocol-Version")
     if (
@@ -59,10 +62,6 @@ def direct_call(request: web.Request, body: bytes | None, max_body: int) -> Dire
         or not headers.get("Content-Type", "").lower().startswith("application/json")
         or not _accepts_json(headers.get("Accept", ""))
     ):
-        return None
-    try:
-        decoded = json.loads(body)
-    except (ValueError, RecursionError):
         return None
     if (
         not isinstance(decoded, dict)

@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 MAX_BUCKETS = 100_000
 
@@ -61,12 +62,21 @@ def retry_after(seconds: float) -> str:
     return str(max(1, math.ceil(seconds)))
 
 
-def tool_calls(body: bytes) -> list[str]:
-    """The tool names of the ``tools/call`` requests in a JSON-RPC body (one message or a batch)."""
+def json_message(body: bytes) -> Any:
+    """The JSON a request body holds, or None when it is not JSON the door can read.
+
+    Read once per request, for the rate limit and the direct path alike. Not only
+    JSONDecodeError: bad UTF-8 and an integer literal past Python's digit limit raise a plain
+    ValueError, deep nesting RecursionError; the SDK answers such a body, and it calls no tool.
+    """
     try:
-        message = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return []  # the SDK answers a body it cannot read; it calls no tool
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def tool_calls(message: Any) -> list[str]:
+    """The tool names of the ``tools/call`` requests in a JSON-RPC message (one or a batch)."""
     messages = message if isinstance(message, list) else [message]
     names: list[str] = []
     for item in messages:

@@ -35,7 +35,12 @@ from bundle_operator.reference_platform.gateway_direct import (
     param_headers_agree,
 )
 from bundle_operator.reference_platform.gateway_endpoint import MAX_REQUEST_BODY, GatewayEndpoint
-from bundle_operator.reference_platform.gateway_limits import RateLimiter, retry_after, tool_calls
+from bundle_operator.reference_platform.gateway_limits import (
+    RateLimiter,
+    json_message,
+    retry_after,
+    tool_calls,
+)
 from bundle_operator.reference_platform.gateway_metrics import GatewayMetrics
 from bundle_operator.reference_platform.gateway_oauth import (
     PRINCIPAL,
@@ -223,8 +228,9 @@ class Gateway:
             raise ApiError(403, "endpoint_disabled", f"the endpoint '{name}' is disabled")
         principal = await self._principal(request, view)
         body = await request.read() if request.method == "POST" else None
-        if view.rate_limit is not None and body:
-            for tool in tool_calls(body):
+        message = json_message(body) if body else None
+        if view.rate_limit is not None:
+            for tool in tool_calls(message):
                 wait = self.limiter.take((view.endpoint_id, principal.who), *view.rate_limit)
                 if wait is not None:
                     call = AuditCall(view, tool, None, time.perf_counter(), principal)
@@ -236,7 +242,7 @@ class Gateway:
                         "from this client; retry after the time Retry-After gives",
                         headers={"Retry-After": retry_after(wait)},
                     )
-        if request.method == "POST" and (direct := self._direct(request, body, view)) is not None:
+        if request.method == "POST" and (direct := self._direct(request, body, message, view)) is not None:
             return await self._answer_directly(direct, view, principal, live)
         live.view = view
         live.server.instructions = view.description or None
@@ -248,9 +254,11 @@ class Gateway:
             live.forget(session_id)
         return response
 
-    def _direct(self, request: web.Request, body: bytes | None, view: EndpointView) -> DirectCall | None:
+    def _direct(
+        self, request: web.Request, body: bytes | None, message: Any, view: EndpointView
+    ) -> DirectCall | None:
         """A modern ``tools/call`` the door answers without the SDK's server (gateway_direct.py)."""
-        call = direct_call(request, body, MAX_REQUEST_BODY)
+        call = direct_call(request, body, message, MAX_REQUEST_BODY)
         if call is None:
             return None
         tool = view.tools.get(call.name)

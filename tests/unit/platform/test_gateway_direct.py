@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from bundle_operator.reference_platform.asgi_bridge import serve_asgi
 from bundle_operator.reference_platform.gateway_direct import answer, direct_call, failure
+from bundle_operator.reference_platform.gateway_limits import json_message, tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -73,7 +74,8 @@ async def client() -> AsyncIterator[TestClient[web.Request, web.Application]]:
         return await serve_asgi(manager.handle_request, request, body=await request.read())
 
     async def directly(request: web.Request) -> web.StreamResponse:
-        found = direct_call(request, await request.read(), BODY_LIMIT)
+        body = await request.read()
+        found = direct_call(request, body, json_message(body), BODY_LIMIT)
         if found is None:
             return web.Response(status=599, text="left to the SDK")
         try:
@@ -197,3 +199,25 @@ async def test_a_repeated_routing_header_is_left_to_the_sdk(
     assert direct.status == 599
     assert sdk.status == 400
     assert "more than once" in (await sdk.json())["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "tools"),
+    [
+        (json.dumps(call_body("plain")).encode(), ["plain"]),
+        (
+            json.dumps(
+                [call_body("a"), {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, call_body("b")]
+            ).encode(),
+            ["a", "b"],
+        ),
+        (b'{"jsonrpc": "2.0", "id": 1' + b"1" * 5000 + b', "method": "tools/call"}', []),
+        (b"\xff\xfe not UTF-8", []),
+        (b"[" * 100_000, []),
+        (b"null", []),
+    ],
+    ids=["one call", "a batch", "an integer past the digit limit", "not UTF-8", "nested too deep", "null"],
+)
+def test_the_door_reads_a_body_once_and_never_fails_on_it(body: bytes, tools: list[str]) -> None:
+    # The rate limit counts these names; a body it cannot read is the SDK's to answer.
+    assert tool_calls(json_message(body)) == tools
