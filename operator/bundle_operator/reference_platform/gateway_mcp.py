@@ -228,7 +228,9 @@ class Gateway:
             raise ApiError(403, "endpoint_disabled", f"the endpoint '{name}' is disabled")
         principal = await self._principal(request, view)
         body = await request.read() if request.method == "POST" else None
-        message = json_message(body) if body else None
+        # Read once, and only when the rate limit or the direct path (the 2026-07-28 wire) needs it.
+        modern = request.headers.get("MCP-Protocol-Version") in MODERN_PROTOCOL_VERSIONS
+        message = json_message(body) if body and (view.rate_limit is not None or modern) else None
         if view.rate_limit is not None:
             for tool in tool_calls(message):
                 wait = self.limiter.take((view.endpoint_id, principal.who), *view.rate_limit)
