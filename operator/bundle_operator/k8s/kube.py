@@ -282,24 +282,21 @@ class Kube:
         """One of our resources, or None."""
         return await self.read(self.custom_path(plural, namespace, name))
 
+    def collection_path(self, plural: str, namespace: str | None = None) -> str:
+        """The API path of all our resources of a kind, in one namespace or all."""
+        if namespace:
+            return f"/apis/{API_VERSION}/namespaces/{_q(namespace)}/{plural}"
+        return f"/apis/{API_VERSION}/{plural}"
+
     async def list_custom(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """All resources of a kind, in one namespace or all."""
-        path = (
-            f"/apis/{API_VERSION}/namespaces/{_q(namespace)}/{plural}"
-            if namespace
-            else f"/apis/{API_VERSION}/{plural}"
-        )
-        items: list[dict[str, Any]] = (await self._call("GET", path)).get("items", [])
+        listing = await self._call("GET", self.collection_path(plural, namespace))
+        items: list[dict[str, Any]] = listing.get("items", [])
         return items
 
     async def list_versions(self, plural: str, namespace: str | None = None) -> list[tuple[str, str, str]]:
         """(namespace, name, resourceVersion) of every resource of a kind, metadata only."""
-        path = (
-            f"/apis/{API_VERSION}/namespaces/{_q(namespace)}/{plural}"
-            if namespace
-            else f"/apis/{API_VERSION}/{plural}"
-        )
-        listing = await self._call("GET", path, accept=_METADATA_LIST)
+        listing = await self._call("GET", self.collection_path(plural, namespace), accept=_METADATA_LIST)
         versions = []
         for item in listing.get("items", []):
             meta = item.get("metadata") or {}

@@ -16,18 +16,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bundle_operator.k8s.kube import Kube, KubeError
+from bundle_operator.k8s.setup import token_secret
 
 IN_USE_FINALIZER = "bundle-operator.dev/in-use"
 
 
 def uninstall_secret(spec: Mapping[str, Any]) -> str | None:
     """The Secret an installation's uninstall reads (its platform token), or None."""
-    if spec.get("deletionPolicy") == "Orphan":
-        return None
-    platform = spec.get("platform")
-    ref = platform.get("tokenSecretRef") if isinstance(platform, Mapping) else None
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) and name else None
+    return None if spec.get("deletionPolicy") == "Orphan" else token_secret(spec)
 
 
 class SecretHolds:

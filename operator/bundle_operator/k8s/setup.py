@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,9 +82,15 @@ def referenced_secrets(spec: dict[str, Any]) -> set[str]:
         ref = item.get("secretKeyRef") if isinstance(item, dict) else None
         if isinstance(ref, dict) and isinstance(ref.get("name"), str):
             names.add(ref["name"])
-    platform = spec.get("platform")
-    if isinstance(platform, dict):
-        ref = platform.get("tokenSecretRef")
-        if isinstance(ref, dict) and isinstance(ref.get("name"), str):
-            names.add(ref["name"])
+    token = token_secret(spec)
+    if token is not None:
+        names.add(token)
     return names
+
+
+def token_secret(spec: Mapping[str, Any]) -> str | None:
+    """The Secret a raw installation spec's ``platform.tokenSecretRef`` names, or None."""
+    platform = spec.get("platform")
+    ref = platform.get("tokenSecretRef") if isinstance(platform, Mapping) else None
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) and name else None
