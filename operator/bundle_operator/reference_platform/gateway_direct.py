@@ -88,9 +88,13 @@ def direct_call(request: web.Request, body: bytes | None, decoded: Any, max_body
 def param_headers_agree(
     request: web.Request, call: DirectCall, input_schema: Mapping[str, Any] | None
 ) -> bool:
-    """Whether the call's ``Mcp-Param-*`` headers agree with its arguments, as the SDK checks them."""
-    headers = {name.lower(): value for name, value in request.headers.items()}
-    if not call.arguments and not any(name.startswith(_PARAM_PREFIX) for name in headers):
+    """Whether the call's ``Mcp-Param-*`` headers agree with its arguments, as the SDK checks them.
+
+    The validator is given every header line, repeated ones too (a multidict's items), as the
+    SDK gives it Starlette's headers: a recognized header sent twice is a mismatch.
+    """
+    headers = request.headers
+    if not call.arguments and not any(name.lower().startswith(_PARAM_PREFIX) for name in headers):
         return True
     if input_schema is None:
         return True

@@ -21,7 +21,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
 from bundle_operator.reference_platform.asgi_bridge import serve_asgi
-from bundle_operator.reference_platform.gateway_direct import answer, direct_call, failure
+from bundle_operator.reference_platform.gateway_direct import (
+    answer,
+    direct_call,
+    failure,
+    param_headers_agree,
+)
 from bundle_operator.reference_platform.gateway_limits import json_message, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -60,9 +65,19 @@ async def outcome(name: str) -> types.CallToolResult | dict[str, Any]:
     return found if isinstance(found, types.CallToolResult) else json.loads(json.dumps(found))
 
 
+# Input schemas by tool: ``routed`` carries its ``region`` argument in the Mcp-Param-Region header.
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "routed": {
+        "type": "object",
+        "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+    },
+}
+OUTCOMES["routed"] = {"content": [{"type": "text", "text": "routed"}], "resultType": "complete"}
+
+
 @pytest.fixture
 async def client() -> AsyncIterator[TestClient[web.Request, web.Application]]:
-    server: Server[Any] = Server("bundle-gateway/test", version="1")
+    server: Server[Any] = Server("bundle-gateway/test", version="1", get_tool_input_schema=SCHEMAS.get)
 
     async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult | dict[str, Any]:
         return await outcome(params.name)
@@ -76,7 +91,7 @@ async def client() -> AsyncIterator[TestClient[web.Request, web.Application]]:
     async def directly(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         found = direct_call(request, body, json_message(body), BODY_LIMIT)
-        if found is None:
+        if found is None or not param_headers_agree(request, found, SCHEMAS.get(found.name)):
             return web.Response(status=599, text="left to the SDK")
         try:
             result = await outcome(found.name)
@@ -221,3 +236,35 @@ async def test_a_repeated_routing_header_is_left_to_the_sdk(
 def test_the_door_reads_a_body_once_and_never_fails_on_it(body: bytes, tools: list[str]) -> None:
     # The rate limit counts these names; a body it cannot read is the SDK's to answer.
     assert tool_calls(json_message(body)) == tools
+
+
+def routed_call(region: str) -> dict[str, Any]:
+    body = call_body("routed")
+    body["params"]["arguments"] = {"region": region}
+    return body
+
+
+async def test_a_param_header_that_agrees_is_answered_directly_as_the_sdk_answers(
+    client: TestClient[web.Request, web.Application],
+) -> None:
+    sdk, direct = await both(client, routed_call("eu"), call_headers("routed") | {"Mcp-Param-Region": "eu"})
+    assert direct == sdk and direct[0] == 200
+
+
+@pytest.mark.parametrize("case", ["missing", "different", "repeated"])
+async def test_a_param_header_that_does_not_agree_is_left_to_the_sdk(
+    client: TestClient[web.Request, web.Application], case: str
+) -> None:
+    from multidict import CIMultiDict
+
+    headers = CIMultiDict(call_headers("routed"))
+    if case == "different":
+        headers.add("Mcp-Param-Region", "us")
+    elif case == "repeated":
+        headers.add("Mcp-Param-Region", "eu")
+        headers.add("Mcp-Param-Region", "eu")
+    raw = json.dumps(routed_call("eu"))
+    direct = await client.post("/direct", data=raw, headers=headers)
+    sdk = await client.post("/sdk", data=raw, headers=headers)
+    assert direct.status == 599, case
+    assert sdk.status == 400 and (await sdk.json())["error"]["code"] == -32020  # HEADER_MISMATCH
