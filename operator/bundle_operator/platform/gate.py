@@ -112,15 +112,19 @@ class CallGate:
 
     async def _probe(self) -> None:
         assert self._health is not None
-        while self._pause > 0.0 or self.open_for() > 0.0:
+        while self._paused():
             await asyncio.sleep(self._probe_every)
             try:
                 up = await self._health()
             except Exception:
                 up = False
-            if up and (self._pause > 0.0 or self.open_for() > 0.0):
+            if up and self._paused():  # a call's own probe may have closed it meanwhile
                 self.recover()
                 return
+
+    def _paused(self) -> bool:
+        """Whether the circuit is open, or waits for the probe that follows a pause."""
+        return self._pause > 0.0 or self.open_for() > 0.0
 
     @property
     def waiting(self) -> int:
