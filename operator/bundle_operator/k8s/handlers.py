@@ -7,6 +7,7 @@ effect until ``run.py`` starts an operator with it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -583,19 +584,17 @@ async def drift_timer(
 
 
 async def _nap(stopped: kopf.DaemonStopped, gate: CallGate | None) -> None:
-    """TIMER_TICK_SECONDS, or less when ``gate``'s circuit closes or the daemon is stopped."""
+    """TIMER_TICK_SECONDS, or less when ``gate``'s circuit closes or the daemon is stopped.
+
+    With a gate, only its event is awaited: the caller checks ``stopped`` after every nap, which
+    comes at most a tick later, well within kopf's cancellation timeout. Wrapping kopf's stopper
+    in a task of our own would leave its time-limited inner task to kopf's shutdown to collect.
+    """
     if gate is None:
         await stopped.wait(TIMER_TICK_SECONDS)
         return
-    waits = {
-        asyncio.ensure_future(stopped.wait(TIMER_TICK_SECONDS)),
-        asyncio.ensure_future(gate.recovered().wait()),
-    }
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in waits:
-            waiting.cancel()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(gate.recovered().wait(), TIMER_TICK_SECONDS)
 
 
 def _slot_of(spec: dict[str, Any], now: float | None = None) -> float:
