@@ -47,6 +47,7 @@ from bundle_operator.k8s.resources import (
 from bundle_operator.k8s.secret_holds import SecretHolds, uninstall_secret
 from bundle_operator.k8s.setup import referenced_secrets
 from bundle_operator.k8s.state import LABEL_INSTALLATION
+from bundle_operator.k8s.watch_cache import bundle_view, state_view
 from bundle_operator.k8s.watch_lag import Deliveries
 from bundle_operator.platform.gate import CALLER, CallGate
 
@@ -88,6 +89,12 @@ class Runtime:
         if self.holds is None:
             self.holds = SecretHolds(self.kube)
         return self.holds
+
+    def attach_caches(self, indexes: dict[str, Any]) -> None:
+        """Hand kopf's live indexes to the watch caches (any handler of an installation has them)."""
+        caches = self.installations.caches
+        if caches.states.index is None:
+            caches.attach(indexes["bundle_objects"], indexes["state_secrets"])
 
     def lock(self, uid: str) -> asyncio.Lock:
         """One lock per object: the drift timer never runs beside a reconcile of the same object."""
@@ -228,6 +235,16 @@ def bundles_by_object(namespace: str | None, name: str, spec: kopf.Spec, **_: An
     return keys
 
 
+@kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
+def bundle_objects(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    return {(namespace, name): bundle_view(body)}
+
+
+@kopf.index("", "v1", "secrets", registry=REGISTRY, labels={LABEL_INSTALLATION: kopf.PRESENT})
+def state_secrets(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    return {(namespace, name): state_view(body)}
+
+
 # --- nudges: a changed input re-runs the objects that use it -------------------------------------
 
 
@@ -244,9 +261,15 @@ async def _nudge(plural: str, namespace: str, names: Any, marker: str) -> None:
 
 # The installations' own state Secrets change at every step of an install: not inputs of anything.
 @kopf.on.event("", "v1", "secrets", registry=REGISTRY, labels={LABEL_INSTALLATION: kopf.ABSENT})
-async def secret_changed(namespace: str | None, name: str, meta: kopf.Meta, **kwargs: Any) -> None:
+async def secret_changed(
+    namespace: str | None, name: str, meta: kopf.Meta, body: kopf.Body, **kwargs: Any
+) -> None:
     if namespace is None:
         return
+    # First: the nudges below start runs that read this Secret from the cache.
+    runtime().installations.caches.secrets.observe(
+        namespace, name, None if kwargs.get("type") == "DELETED" else body
+    )
     # Seen at every start too: a hold no installation needs any more (its spec changed while the
     # operator was away) is released; a Secret made after the installation that needs it is held.
     await _keep_or_release(namespace, name, kwargs["uninstall_secrets"], meta)
@@ -290,6 +313,11 @@ async def _guarded(
     *,
     plural: str | None = None,
 ) -> None:
+    """Run ``run`` under the object's lock, mapping failures to kopf's retries.
+
+    With ``plural``, the object is read again first. An installation's ``body`` is kopf's live
+    body (its drift daemon keeps one): as new as the watch, so it is copied once the lock is held.
+    """
     rt = runtime()
     obj: dict[str, Any] = dict(body)
     uid = obj["metadata"]["uid"]
@@ -298,6 +326,7 @@ async def _guarded(
     caller = CALLER.set(uid)  # the platform's calls are shared fairly between objects
     try:
         async with rt.lock(uid):
+            obj = dict(body)
             if plural is not None:
                 # The event may be older than what a drift run that held the lock just saw: work
                 # from the object as it is now, never from an older generation.
@@ -460,7 +489,8 @@ async def installation_changed(
     async def run(obj: dict[str, Any]) -> ReconcileResult:
         return await runtime().installations.reconcile(obj, peers, attempt=retry, reads_since=since)
 
-    await _guarded("BundleInstallation", body, retry, run, plural=INSTALLATION_PLURAL)
+    runtime().attach_caches(kwargs)
+    await _guarded("BundleInstallation", body, retry, run)
 
 
 @kopf.on.delete(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
@@ -497,7 +527,12 @@ def parse_interval(text: str | None, default: float = 300.0) -> float:
 
 @kopf.daemon(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY, cancellation_timeout=10)
 async def drift_timer(
-    stopped: kopf.DaemonStopped, body: kopf.Body, meta: kopf.Meta, namespace: str | None, name: str, **_: Any
+    stopped: kopf.DaemonStopped,
+    body: kopf.Body,
+    meta: kopf.Meta,
+    namespace: str | None,
+    name: str,
+    **kwargs: Any,
 ) -> None:
     """Checks drift once per ``spec.driftPolicy.interval``, through the same reconcile.
 
@@ -505,6 +540,7 @@ async def drift_timer(
     checks fall together and share one list per kind of the workspace.
     """
     rt = runtime()
+    rt.attach_caches(kwargs)
     uid = meta["uid"]
     CALLER.set(uid)  # this task checks only this object: its platform calls are this object's
     last = time.monotonic()
@@ -542,8 +578,9 @@ async def drift_timer(
         started = time.monotonic()
         result: ReconcileResult | None = "error"
         try:
-            fresh = await rt.kube.read_custom(INSTALLATION_PLURAL, namespace, name)
-            if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            # kopf's live body, as new as the watch: a settled check reads nothing from the API server.
+            fresh = dict(body)
+            if fresh["metadata"].get("deletionTimestamp"):
                 result = None  # not a check
                 break
             if _stalled_and_seen(fresh):
@@ -666,6 +703,7 @@ async def _installation_event(
     body: kopf.Body, namespace: str | None, name: str, type: str | None, **kwargs: Any
 ) -> None:
     _delivered(INSTALLATION_PLURAL, body, type)
+    runtime().attach_caches(kwargs)
     PEERS_VIEW.index = kwargs["installations_by_target"]
     PEERS_VIEW.bundles = kwargs["bundle_claims"]
     runtime().liveness.touch()

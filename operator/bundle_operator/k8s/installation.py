@@ -11,12 +11,13 @@ call it and map ``Retry``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -76,15 +77,19 @@ from bundle_operator.k8s.state import (
     StateUnreadable,
     projected_size,
 )
+from bundle_operator.k8s.watch_cache import WatchCaches
 from bundle_operator.platform.errors import PlatformError
 from bundle_operator.platform.sharing import READ_POLICY, ReadPolicy
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ANNOTATION_RECONCILE = "bundle-operator.dev/reconcile-requested-at"
 # A reconcile started by an event may use a list of its workspace that another installation
 # started at most this long ago (the shortest drift interval is 5 s, so never older than one).
 EVENT_READ_AGE = 5.0
+# A run still writing after this many seconds shows Installing in status (quicker ones write once).
+INSTALLING_SHOWN_AFTER = 2.0
 # How often a deleted installation under approval Manual looks again for an approved Uninstall plan.
 UNINSTALL_APPROVAL_POLL = 10.0
 
@@ -159,9 +164,12 @@ class InstallationReconciler:
         platforms: PlatformPool,
         events: Events,
         on_status: StatusCallback | None = None,
+        caches: WatchCaches | None = None,
     ) -> None:
         self.on_status = on_status
         self.kube = kube
+        # What the watches delivered (watch_cache.py); without kopf, every read is the API server's.
+        self.caches = caches if caches is not None else WatchCaches(kube)
         self.settings = settings
         self.platforms = platforms
         self.events = events
@@ -235,10 +243,11 @@ class InstallationReconciler:
     async def _resolve(self, run: Run, spec: BundleInstallationSpec, peers: Sequence[Peer]) -> Inputs | Done:
         """The Bundle, the platform, the state and the setup values; stalled on what a user must fix."""
         try:
-            parsed = await read_bundle(self.kube, self.settings, run.namespace, spec)
+            caches = self.caches
+            parsed = await read_bundle(self.kube, self.settings, run.namespace, spec, caches.bundles)
             assert parsed.bundle is not None
-            url, platform = await connect(self.kube, self.settings, self.platforms, run.namespace, spec)
-            store = StateStore(self.kube, run.body)
+            url, platform = await connect(caches.secrets, self.settings, self.platforms, run.namespace, spec)
+            store = StateStore(self.kube, run.body, caches.states)
             record = await store.load(spec.workspace)
             # An installation that already wrote keeps its claim, whoever is older.
             claimant = (
@@ -255,7 +264,7 @@ class InstallationReconciler:
                     f"of this platform by BundleInstallation {claimant.namespace}/{claimant.name}; "
                     "delete one of the two",
                 )
-            setup = await read_setup(spec, parsed.bundle, run.namespace, self.kube)
+            setup = await read_setup(spec, parsed.bundle, run.namespace, caches.secrets)
         except SetupProblem as exc:
             run.status.conditions(
                 [*cond.stalled(exc.reason, exc.message), cond.false("Analyzed", exc.reason, exc.message)]
@@ -338,17 +347,19 @@ class InstallationReconciler:
                 cond.true("Analyzed", "Analyzed", analyzed_message(planned)),
             ]
         )
-        await status.write(observed=False)  # the preview is in status before the first write
         try:
-            result = await apply(
-                inputs.platform,
-                inputs.workspace,
-                inputs.parsed,
-                inputs.setup,
-                record,
-                inputs.store.persist,
-                inputs.options,
-                planned,
+            result = await self._shown_when_slow(
+                run,
+                apply(
+                    inputs.platform,
+                    inputs.workspace,
+                    inputs.parsed,
+                    inputs.setup,
+                    record,
+                    inputs.store.persist,
+                    inputs.options,
+                    planned,
+                ),
             )
         except Blocked as exc:  # the platform changed between the two plans
             planned.preview = exc.preview
@@ -377,6 +388,28 @@ class InstallationReconciler:
         return Converged(
             drift_from(record, snapshot), actions_of(result.created, result.updated, result.kept)
         )
+
+    async def _shown_when_slow(self, run: Run, work: Awaitable[T]) -> T:
+        """Await ``work``; while it is still writing after ``INSTALLING_SHOWN_AFTER`` seconds, status
+        shows Installing and the preview. A quick run writes its status once, when it is done: a
+        fleet applied at once would otherwise write every status twice."""
+        task = asyncio.ensure_future(work)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=INSTALLING_SHOWN_AFTER)
+            if not done:
+                try:
+                    await run.status.write(observed=False)
+                except Retry as exc:  # the writes go on: the final status says how they ended
+                    meta = run.body["metadata"]
+                    log.info(
+                        "could not show Installing in status: %s",
+                        exc,
+                        extra=object_extra("BundleInstallation", meta["namespace"], meta["name"]),
+                    )
+            return await task
+        finally:
+            if not task.done():  # this run was cancelled (the operator stops): so are its writes
+                task.cancel()
 
     async def _observe(self, run: Run, inputs: Inputs, planned: Plan) -> Converged:
         """Nothing to write: compare with the plan's reads, and write drift back under Correct."""
@@ -572,7 +605,7 @@ class InstallationReconciler:
 
     async def _finalize(self, body: dict[str, Any], attempt: int) -> None:
         namespace = body["metadata"]["namespace"]
-        store = StateStore(self.kube, body)
+        store = StateStore(self.kube, body, self.caches.states)
         try:
             spec = BundleInstallationSpec.model_validate(body.get("spec") or {})
         except ValidationError:
@@ -583,7 +616,7 @@ class InstallationReconciler:
             await store.release()
             return
         try:
-            record = await store.load(spec.workspace)
+            record = await store.load(spec.workspace, fresh=True)  # never undo from a lagging copy
         except StateUnreadable as exc:
             await self.events.post(body, "Warning", "UninstallSkipped", str(exc))
             await store.release()

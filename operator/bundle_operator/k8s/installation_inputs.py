@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -93,12 +93,28 @@ class Inputs:
         )
 
 
+class CustomReader(Protocol):
+    """Reads one custom object (``Kube``, or the watch cache in front of it)."""
+
+    async def read(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        ...
+
+
 async def read_bundle(
-    kube: Kube, settings: OperatorSettings, namespace: str, spec: BundleInstallationSpec
+    kube: Kube,
+    settings: OperatorSettings,
+    namespace: str,
+    spec: BundleInstallationSpec,
+    bundles: CustomReader | None = None,
 ) -> ParsedBundle:
-    """The Bundle of ``spec.bundleRef``, fetched and parsed; refused while it has blocking issues."""
+    """The Bundle of ``spec.bundleRef`` (from ``bundles`` when given), fetched and parsed; refused
+    while it has blocking issues."""
     name = spec.bundle_ref.name
-    obj = await kube.read_custom(BUNDLE_PLURAL, namespace, name)
+    if bundles is not None:
+        obj = await bundles.read(BUNDLE_PLURAL, namespace, name)
+    else:
+        obj = await kube.read_custom(BUNDLE_PLURAL, namespace, name)
     if obj is None:
         raise SetupProblem(
             "BundleNotFound",

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from bundle_operator.k8s.metrics import METRICS, kube_resource
 from bundle_operator.k8s.resources import API_VERSION, INSTALLATION_PLURAL
 
 # The list as metadata only: a check of versions need not carry every spec and status.
@@ -201,6 +202,7 @@ class Kube:
             token = self._auth.current()
             if token:
                 headers["Authorization"] = f"Bearer {token}"
+        METRICS.kube_requests.labels(method, kube_resource(path)).inc()
         try:
             async with self._http().request(
                 method, self._host + path, data=content, headers=headers

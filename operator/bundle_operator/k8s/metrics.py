@@ -97,6 +97,12 @@ class Metrics:
             ("method", "route"),
             buckets=_CALL_BUCKETS,
         )
+        self.kube_requests = counter(
+            "kube_requests_total",
+            "Requests of the operator's own Kubernetes client (not kopf's watches and patches), by "
+            "method and resource (plural, with /status for the subresource).",
+            ("method", "resource"),
+        )
         self.installations = gauge(
             "installations",
             "BundleInstallations known to the operator, by their Ready condition status.",
@@ -135,6 +141,23 @@ class Metrics:
         route = route_template(path)
         self.platform_calls.labels(method_label, route, str(status)).inc()
         self.platform_call_duration.labels(method_label, route).observe(max(seconds, 0.0))
+
+
+def kube_resource(path: str) -> str:
+    """The resource a Kubernetes API path names (``secrets``, ``bundleinstallations/status``),
+    without namespaces or names; ``other`` for anything else (``/version``)."""
+    segments = path.split("?", 1)[0].strip("/").split("/")
+    if segments[:1] == ["api"]:
+        rest = segments[2:]
+    elif segments[:1] == ["apis"]:
+        rest = segments[3:]
+    else:
+        return OTHER_ROUTE
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    if not rest or not rest[0]:
+        return OTHER_ROUTE
+    return f"{rest[0]}/{rest[2]}" if len(rest) >= 3 else rest[0]
 
 
 REGISTRY: Final = CollectorRegistry()

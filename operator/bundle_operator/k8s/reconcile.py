@@ -17,6 +17,7 @@ from typing import Any
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.metrics import ReconcileResult
+from bundle_operator.k8s.object_keys import SecretReader
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.resources import BundleInstallationSpec
 from bundle_operator.k8s.setup import SetupProblem, secret_value
@@ -111,7 +112,7 @@ class OperatorSettings:
 
 
 async def connect(
-    kube: Kube,
+    kube: SecretReader,
     settings: OperatorSettings,
     platforms: PlatformPool,
     namespace: str,

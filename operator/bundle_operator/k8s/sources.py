@@ -19,6 +19,7 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import json
 from typing import Any, Protocol
 
 from bundle_operator.document.parse import (
@@ -81,8 +82,7 @@ async def resolve(
     """
     check_one_source(source)
     if source.inline is not None:
-        parsed = await asyncio.to_thread(parse_bundle_data, source.inline)
-        return Resolved(parsed, None, "inline")
+        return Resolved(await _parse_inline(source.inline), None, "inline")
     if source.config_map_ref is not None:
         return await _resolve_config_map(source.config_map_ref, namespace, reader)
     if source.url is not None:
@@ -130,6 +130,18 @@ async def _parse_cached(content: str | bytes) -> ParsedBundle:
     if parsed is None:
         parsed = await asyncio.to_thread(parse_bundle_text, content)
         _DOCUMENTS.put(key, parsed, len(data))
+    return parsed
+
+
+async def _parse_inline(document: dict[str, Any]) -> ParsedBundle:
+    """Parse an inline document, reusing the result for the same content: every installation of a
+    Bundle, and each of its drift checks, resolves the same document."""
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str).encode()
+    key = ("inline", hashlib.sha256(text).hexdigest())
+    parsed = _DOCUMENTS.get(key)
+    if parsed is None:
+        parsed = await asyncio.to_thread(parse_bundle_data, document)
+        _DOCUMENTS.put(key, parsed, len(text))
     return parsed
 
 

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from bundle_operator.engine.record import Record
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.resources import API_VERSION
+from bundle_operator.k8s.watch_cache import MISS, StateSecrets
 
 RECORD_KEY = "record.json.gz"  # gzip: a record holds what was written, skill texts included
 PLAIN_RECORD_KEY = "record.json"
@@ -78,9 +79,10 @@ def _label_value(value: str) -> str:
 class StateStore:
     """Load and persist one installation's record."""
 
-    def __init__(self, kube: Kube, installation: dict[str, Any]) -> None:
+    def __init__(self, kube: Kube, installation: dict[str, Any], cache: StateSecrets | None = None) -> None:
         meta = installation["metadata"]
         self._kube = kube
+        self._cache = cache
         self.namespace: str = meta["namespace"]
         self.owner_name: str = meta["name"]
         self.owner_uid: str = meta["uid"]
@@ -95,9 +97,16 @@ class StateStore:
         # The uid makes idempotency keys of a re-created installation differ from its predecessor's.
         return f"k8s/{self.namespace}/{self.owner_name}/{self.owner_uid}"
 
-    async def load(self, workspace: str) -> Record:
-        """The record, or a new one (not yet written) when the installation has none."""
-        secret = await self._kube.read_secret(self.namespace, self.name)
+    async def load(self, workspace: str, *, fresh: bool = False) -> Record:
+        """The record, or a new one (not yet written) when the installation has none.
+
+        From the watch cache when one is given, unless ``fresh`` (an uninstall reads the API server).
+        """
+        secret = MISS if self._cache is None or fresh else self._cache.lookup(self.namespace, self.name)
+        if secret is MISS:
+            secret = await self._kube.read_secret(self.namespace, self.name)
+            if secret is not None and self._cache is not None:
+                self._cache.wrote(self.namespace, self.name, secret)
         if secret is None:
             self._resource_version = None
             return Record(installation=self._identity(), workspace=workspace)
@@ -181,6 +190,8 @@ class StateStore:
                 written = await self._kube.replace_secret(self.namespace, self.name, body)
         except KubeError as exc:
             if exc.conflict:
+                if self._cache is not None:
+                    self._cache.conflicted(self.namespace, self.name)
                 raise StateConflict(
                     f"Secret '{self.name}' changed while this run held it ({exc.reason}); the run stops "
                     "and starts over"
@@ -188,9 +199,13 @@ class StateStore:
             raise
         self._resource_version = written["metadata"]["resourceVersion"]
         self.writes += 1
+        if self._cache is not None:
+            self._cache.wrote(self.namespace, self.name, written)
 
     async def release(self) -> None:
         """Drop the state Secret's finalizer and delete it: the installation is done with it."""
+        if self._cache is not None:
+            self._cache.released(self.namespace, self.name)
         secret = await self._kube.read_secret(self.namespace, self.name)
         owners = (secret or {}).get("metadata", {}).get("ownerReferences") or []
         if secret is None or not any(o.get("uid") == self.owner_uid for o in owners):

@@ -238,3 +238,16 @@ def test_installation_gauges_forget_deleted_installations(metrics: Metrics) -> N
     assert (installations("True"), installations("False"), installations("Unknown")) == (1, 0, 1)
     assert drifted("team-a", "reviewer") is None
     assert drifted("team-a", "helper") == 0
+
+
+def test_kube_requests_are_labelled_by_resource_never_by_namespace_or_name() -> None:
+    from bundle_operator.k8s.metrics import kube_resource
+
+    assert kube_resource("/api/v1/namespaces/team-a/secrets/token") == "secrets"
+    assert (
+        kube_resource("/apis/bundle-operator.dev/v1alpha1/namespaces/x/bundleinstallations/y/status")
+        == "bundleinstallations/status"
+    )
+    assert kube_resource("/apis/bundle-operator.dev/v1alpha1/bundles?limit=5") == "bundles"
+    assert kube_resource("/api/v1/namespaces/x") == "namespaces"
+    assert kube_resource("/version") == "other"
