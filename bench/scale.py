@@ -52,13 +52,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.e2e.conftest import ETCD_VERSION, KUBERNETES_VERSION  # noqa: E402
+from tests.e2e.fleet import CREDENTIALS, NAMESPACE, fleet, workspace_names  # noqa: E402
 from tests.e2e.operator_harness import OperatorProcess, apply_crds  # noqa: E402
 from tests.integration.platform.platform_harness import PlatformProcess, start_platform  # noqa: E402
 
 from bundle_operator.devcluster import DevCluster, Kubectl, locate  # noqa: E402
 
 # The script's own folder is first on sys.path: its sibling modules import by their names.
-from scale_fleet import CREDENTIALS, NAMESPACE, fleet, workspace_names  # noqa: E402
 from scale_measure import (  # noqa: E402
     AuditLog,
     CallKey,

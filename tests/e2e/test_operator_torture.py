@@ -3,6 +3,8 @@ for a minute in the middle of installs, the API server restarted mid-run. Each t
 converges with no human step, and every platform workspace holds each bundle entity exactly once,
 with nothing the installation's record does not own.
 
+A fleet under a random schedule of every fault kind at once (tests/e2e/chaos.py) ends them.
+
 Bounded in count and time (about five minutes together on two cores); `-m "not torture"` leaves
 them out of a quick local run, `make test` runs them. Run with -s to see the figures they measure.
 """
@@ -13,34 +15,32 @@ import json
 import os
 import random
 import re
-import signal
 import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, KubectlError, wait_until
 from bundle_operator.devcluster.kubectl import WaitTimeout
 from bundle_operator.k8s.state import LABEL_INSTALLATION
+from tests.e2e.chaos import WEIGHTS, ChaosPlan, ChaosRun
 from tests.e2e.conftest import GITHUB_FILES
 from tests.e2e.operator_harness import (
     EXAMPLES,
     OperatorProcess,
-    free_port,
     platform_list,
     state_record_text,
     wait_ready,
 )
+from tests.e2e.platform_control import RestartablePlatform
 from tests.e2e.test_operator_crash import COLLECTIONS
-from tests.integration.platform.platform_harness import PlatformProcess, github_stub, start_platform
+from tests.integration.platform.platform_harness import github_stub
 
 pytestmark = [pytest.mark.e2e, pytest.mark.torture, pytest.mark.usefixtures("crds")]
 
@@ -66,73 +66,6 @@ INSTALLATIONS_B = 12
 OUTAGE_SECONDS = 60.0
 # (c): how many installations before the restart.
 INSTALLATIONS_C = 10
-
-
-# --- the platform, stoppable and startable again on the same port and database ------------------
-
-
-@dataclass
-class RestartablePlatform:
-    """The reference platform of one test, with fault injection and the GitHub stand-in; kill()
-    and start() keep its port and SQLite file, so the operator's platform URL stays valid."""
-
-    db: Path
-    logs: Path
-    github_url: str
-    port: int = field(default_factory=free_port)
-    current: PlatformProcess | None = None
-    starts: int = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def process(self) -> PlatformProcess:
-        assert self.current is not None, "the platform is not running"
-        return self.current
-
-    def start(self) -> RestartablePlatform:
-        self.starts += 1
-        self.current = start_platform(
-            self.db,
-            "--port",
-            str(self.port),
-            "--enable-fault-injection",
-            "--github-base-url",
-            self.github_url,
-            log=self.logs / f"platform-{self.starts}.log",
-        )
-        assert self.current.url == self.url, f"the platform listens on {self.current.url}, not {self.url}"
-        return self
-
-    def kill(self) -> None:
-        """SIGKILL, as a crashed node would: calls in flight get no answer."""
-        process = self.process.process
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)
-            process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.current is not None and self.current.process.poll() is None:
-            self.current.stop()
-
-    def slow_writes(self, delay_ms: int, workspace: str = "*") -> None:
-        """Every create, update and delete in ``workspace`` (default: all) waits ``delay_ms`` first,
-        so installs span seconds and a kill lands inside one."""
-        for method in ("POST", "PUT", "PATCH", "DELETE"):
-            for path in (f"/v1/workspaces/{workspace}/*", f"/v1/workspaces/{workspace}/*/*"):
-                spec = {"method": method, "path": path, "times": 1_000_000, "delay_ms": delay_ms}
-                httpx.post(f"{self.url}/_admin/faults", json=spec, timeout=5).raise_for_status()
-
-    def staggered_writes(self, workspaces: list[str], first_ms: int, step_ms: int) -> None:
-        """Writes slowed by ``first_ms`` in the first workspace, ``step_ms`` more in each next one: the
-        installs started together end one after another, so some are done while others run."""
-        for index, workspace in enumerate(workspaces):
-            self.slow_writes(first_ms + index * step_ms, workspace)
-
-    def clear_faults(self) -> None:
-        httpx.delete(f"{self.url}/_admin/faults", timeout=5).raise_for_status()
 
 
 @pytest.fixture
@@ -607,3 +540,39 @@ def test_apiserver_restart_mid_run_relists_and_converges(
         print(f"[apiserver] each workspace holds {shape}")
         assert devcluster.exited() is None, f"{devcluster.exited()} exited after the API server restart"
         assert operator.stop() == 0, "the operator did not stop cleanly on SIGTERM"
+
+
+# (d): a small fleet under every kind of fault at random (bench/chaos.py runs it at fleet scale).
+CHAOS = ChaosPlan(
+    installations=12,
+    workspaces=2,
+    seconds=75.0,
+    seed=29,
+    pause=(1.0, 4.0),
+    outage=(2.0, 8.0),
+    settle=240.0,
+    drift_interval="10s",
+)
+
+
+def test_a_fleet_under_random_faults_converges_with_nothing_orphaned_duplicated_or_leaked(
+    devcluster: DevCluster, kubectl: Kubectl, solo_namespace: str, tmp_path: Path
+) -> None:
+    platform = RestartablePlatform(tmp_path / "platform.db", tmp_path).start()
+
+    def start_operator(log: Path) -> OperatorProcess:
+        return OperatorProcess(
+            devcluster.kubeconfig, platform.url, log, scope=("--namespace", solo_namespace)
+        ).start(timeout=120)
+
+    run = ChaosRun(CHAOS, devcluster, kubectl, platform, solo_namespace, tmp_path, start_operator)
+    try:
+        run.setup()
+        result = run.run()
+    finally:
+        run.stop()
+        platform.stop()
+    print(result.line())
+    assert set(result.faults) == set(WEIGHTS), f"not every kind of fault came: {result.faults}"
+    assert len(run.secret_values) > 1 and any(v != "1.0.0" for v in run.versions.values())
+    assert not result.problems(), "after the chaos:\n" + "\n".join(result.problems()[:40])

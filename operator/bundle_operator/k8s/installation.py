@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -83,6 +83,8 @@ from bundle_operator.platform.sharing import READ_POLICY, ReadPolicy
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# The other installations of the same workspace, or how to find them: only a first install asks.
+Peers = Sequence[Peer] | Callable[[], Sequence[Peer]]
 
 ANNOTATION_RECONCILE = "bundle-operator.dev/reconcile-requested-at"
 # A reconcile started by an event may use a list of its workspace that another installation
@@ -177,7 +179,7 @@ class InstallationReconciler:
     async def reconcile(
         self,
         body: dict[str, Any],
-        peers: Sequence[Peer] = (),
+        peers: Peers = (),
         *,
         attempt: int = 0,
         reads_since: float | None = None,
@@ -196,7 +198,7 @@ class InstallationReconciler:
         finally:
             READ_POLICY.reset(policy)
 
-    async def _run(self, run: Run, peers: Sequence[Peer]) -> Done:
+    async def _run(self, run: Run, peers: Peers) -> Done:
         """The steps in order; each may end the run."""
         spec = self._read_spec(run)
         if isinstance(spec, Done):
@@ -240,7 +242,7 @@ class InstallationReconciler:
             run.status.conditions(cond.stalled("InvalidSpec", f"{cond.spec_error(exc)}; fix the resource"))
             return Done("stalled")
 
-    async def _resolve(self, run: Run, spec: BundleInstallationSpec, peers: Sequence[Peer]) -> Inputs | Done:
+    async def _resolve(self, run: Run, spec: BundleInstallationSpec, peers: Peers) -> Inputs | Done:
         """The Bundle, the platform, the state and the setup values; stalled on what a user must fix."""
         try:
             caches = self.caches
@@ -254,7 +256,13 @@ class InstallationReconciler:
                 None
                 if record.entities
                 else await first_claim(
-                    self.kube, self.settings, run.body, parsed.bundle.name, url, spec.workspace, peers
+                    self.kube,
+                    self.settings,
+                    run.body,
+                    parsed.bundle.name,
+                    url,
+                    spec.workspace,
+                    peers() if callable(peers) else peers,
                 )
             )
             if claimant is not None:

@@ -325,30 +325,36 @@ class InstallationGauges:
     def __init__(self, metrics: Metrics = METRICS) -> None:
         self._metrics = metrics
         self._states: dict[tuple[str, str], _InstallationState] = {}
+        self._counts: dict[ReadyState, int] = dict.fromkeys(READY_STATES, 0)
         self._lock = threading.Lock()
 
     def set(self, namespace: str, name: str, ready: str, drifted: int) -> None:
         """Record the installation's Ready status (True|False|Unknown; anything else is Unknown)."""
         ready_state = _READY_BY_TEXT.get(ready, "Unknown")
         with self._lock:
+            before = self._states.get((namespace, name))
             self._states[(namespace, name)] = _InstallationState(ready_state, max(drifted, 0))
             self._metrics.drifted_entities.labels(namespace, name).set(max(drifted, 0))
-            self._recount()
+            # Counted as they change, never by a walk over every installation: a fleet's status
+            # writes would each cost as many steps as there are installations.
+            self._move(before.ready if before is not None else None, ready_state)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted installation; forgetting an unknown one does nothing."""
         with self._lock:
-            if self._states.pop((namespace, name), None) is None:
+            before = self._states.pop((namespace, name), None)
+            if before is None:
                 return
             self._metrics.drifted_entities.remove(namespace, name)
-            self._recount()
+            self._move(before.ready, None)
 
-    def _recount(self) -> None:
-        counts = dict.fromkeys(READY_STATES, 0)
-        for state in self._states.values():
-            counts[state.ready] += 1
-        for ready, count in counts.items():
-            self._metrics.installations.labels(ready).set(count)
+    def _move(self, before: ReadyState | None, after: ReadyState | None) -> None:
+        if before == after:
+            return
+        for state, step in ((before, -1), (after, 1)):
+            if state is not None:
+                self._counts[state] += step
+                self._metrics.installations.labels(state).set(self._counts[state])
 
 
 # --- /metrics -------------------------------------------------------------------------------

@@ -585,7 +585,7 @@ async def _watch_checks(
         try:
             liveness.watch_lag(await checker.check(listed))
         except Exception as exc:  # the API server not answering is the heartbeat's to judge
-            log.warning("watch checks: cannot list: %s", type(exc).__name__)
+            log.warning("watch checks: cannot list: %s: %s", type(exc).__name__, exc, exc_info=True)
 
 
 async def _heartbeat(kube: Kube, liveness: Liveness, every: float = 60.0) -> None:

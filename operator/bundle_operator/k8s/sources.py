@@ -33,7 +33,6 @@ from bundle_operator.k8s.object_keys import KeyMissing, missing, secret_key
 from bundle_operator.k8s.registry_source import clear_registry_cache, resolve_registry
 from bundle_operator.k8s.resources import BundleSource, LocalObjectKeyRef, McpbSource, UrlSource
 from bundle_operator.k8s.source_archives import (
-    CACHE_MAX_ENTRIES,
     CACHE_MAX_SOURCE_BYTES,
     SignaturePolicy,
     accept,
@@ -63,7 +62,10 @@ class ObjectReader(Protocol):
 # numbers) alive, many times the text's size, so the cache is bounded in source bytes as well.
 # Keyed by ("text", sha256) for content the operator holds and by ("url", url, sha256) for
 # downloads, so knowing a checksum alone cannot pull another Bundle's document out of the cache.
-_DOCUMENTS: BoundedCache[ParsedBundle] = BoundedCache(CACHE_MAX_ENTRIES, CACHE_MAX_SOURCE_BYTES)
+# Entries: a fleet's Bundles each resolve again at every drift check of their installations, and a
+# cache smaller than the fleet's count of Bundles would parse every one of them every time.
+DOCUMENTS_KEPT = 1024
+_DOCUMENTS: BoundedCache[ParsedBundle] = BoundedCache(DOCUMENTS_KEPT, CACHE_MAX_SOURCE_BYTES)
 
 
 def clear_cache() -> None:

@@ -1,4 +1,5 @@
-"""The fleet bench/scale.py applies: Bundles of 12 entities, each installed into every workspace."""
+"""The fleet bench/scale.py and the chaos runs apply: Bundles of 12 entities, each installed into every
+workspace."""
 
 from __future__ import annotations
 
@@ -117,14 +118,16 @@ def workspace_names(count: int) -> list[str]:
     return [f"fleet-ws-{w}" for w in range(count)]
 
 
-def fleet(count: int, workspaces: list[str], interval: str) -> tuple[list[dict[str, Any]], list[str]]:
+def fleet(
+    count: int, workspaces: list[str], interval: str, namespace: str = NAMESPACE
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The Bundles, then every installation (bundle x workspace), and the installations' names."""
     bundles = [f"fleet-{b:03d}" for b in range(count // len(workspaces))]
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "bundle-operator.dev/v1alpha1",
             "kind": "Bundle",
-            "metadata": {"name": name, "namespace": NAMESPACE},
+            "metadata": {"name": name, "namespace": namespace},
             "spec": {"source": {"inline": bundle_document(name)}},
         }
         for name in bundles
@@ -137,7 +140,7 @@ def fleet(count: int, workspaces: list[str], interval: str) -> tuple[list[dict[s
                 {
                     "apiVersion": "bundle-operator.dev/v1alpha1",
                     "kind": "BundleInstallation",
-                    "metadata": {"name": names[-1], "namespace": NAMESPACE},
+                    "metadata": {"name": names[-1], "namespace": namespace},
                     "spec": {
                         "bundleRef": {"name": name},
                         "workspace": ws,
