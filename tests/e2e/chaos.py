@@ -7,7 +7,8 @@ kube-apiserver restarted, the installations' setup Secret rotated, and a Bundle 
 faults stop and everything must converge with no human step; what is checked at the end:
 
 - orphans: platform entities in the fleet's workspaces that no installation's record owns;
-- duplicates: one name twice in a collection of a workspace;
+- duplicates: of those, the ones named as an entity a record owns (a second copy of something
+  installed), and an entity a record holds twice;
 - stuck: installations not Ready on their Bundle's latest version (or whose record names an
   entity the platform lacks) once the settle time is over;
 - leaked: objects or logs holding a setup secret value (statuses, Events, ConfigMaps, the
@@ -301,6 +302,10 @@ class ChaosRun:
             ws = record.get("workspace")
             if ws not in owned:
                 continue
+            keys = Counter(f"{e['kind']}:{e['key']}" for e in record.get("entities") or [])
+            result.duplicates += [
+                f"{secret['metadata']['name']}: {k} recorded {n} times" for k, n in keys.items() if n > 1
+            ]
             for entity in record.get("entities") or []:
                 for part in entity["parts"]:
                     owned[ws].setdefault(part["path"], set()).add(str(part["id"]))
@@ -316,15 +321,12 @@ class ChaosRun:
                 if str(c["id"]) in owned[ws]["channels"] and c.get("bot_token_secret_id")
             }
             for path, items in live.items():
-                labels = {
-                    str(i["id"]): str(i.get("name") or i.get("key") or i.get("type") or "?") for i in items
-                }
-                for label, times in Counter(labels.values()).items():
-                    if times > 1:
-                        result.duplicates.append(f"{ws} {path} '{label}' {times} times")
-                result.orphans += [
-                    f"{ws} {path} {labels[i]} ({i})" for i in sorted(set(labels) - owned[ws][path])
-                ]
+                labels = {str(i["id"]): str(i.get("name") or i.get("key") or "?") for i in items}
+                mine = {labels[i] for i in labels if i in owned[ws][path]}
+                for i in sorted(set(labels) - owned[ws][path]):
+                    # Nobody's: a second copy of something installed, or a leftover of its own.
+                    where = result.duplicates if labels[i] in mine else result.orphans
+                    where.append(f"{ws} {path} '{labels[i]}' ({i})")
                 missing = sorted(owned[ws][path] - set(labels))
                 if missing:
                     result.stuck.append(f"{ws} {path}: ids in a record but not on the platform: {missing}")
