@@ -91,7 +91,7 @@ ANNOTATION_RECONCILE = "bundle-operator.dev/reconcile-requested-at"
 # started at most this long ago (the shortest drift interval is 5 s, so never older than one).
 EVENT_READ_AGE = 5.0
 # A run still writing after this many seconds shows Installing in status (quicker ones write once).
-INSTALLING_SHOWN_AFTER = 2.0
+INSTALLING_SHOWN_AFTER = 5.0
 # How often a deleted installation under approval Manual looks again for an approved Uninstall plan.
 UNINSTALL_APPROVAL_POLL = 10.0
 

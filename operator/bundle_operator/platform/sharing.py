@@ -36,6 +36,8 @@ READ_POLICY: ContextVar[ReadPolicy | None] = ContextVar("bundle_operator_read_po
 # Finished lists older than this are dropped when the table grows. (Writes are kept until their
 # owner is forgotten: a long drift interval still needs them.)
 _FORGET_AFTER = 3600.0
+# How long a finished list stays shared (real seconds, not the policy clock).
+KEEP_FINISHED_SECONDS = 30.0
 _SWEEP_AT = 2048
 
 
@@ -100,7 +102,16 @@ class SharedReads:
     def _done(self, key: tuple[str, str, str], entry: _Entry, _: object = None) -> None:
         failed = entry.task.cancelled() or entry.task.exception() is not None
         # A failure is never shared beyond those already waiting: the next caller tries again.
-        if failed and self._entries.get(key) is entry:
+        if failed:
+            self._drop(key, entry)
+            return
+        # A finished list serves the checks of its drift interval, which start together: kept for
+        # ever it would hold every entity of the workspace between two intervals, the largest share
+        # of a fleet's memory. A late check lists again.
+        asyncio.get_running_loop().call_later(KEEP_FINISHED_SECONDS, self._drop, key, entry)
+
+    def _drop(self, key: tuple[str, str, str], entry: _Entry) -> None:
+        if self._entries.get(key) is entry:
             del self._entries[key]
 
     def _sweep(self) -> None:

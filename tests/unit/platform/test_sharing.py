@@ -124,3 +124,15 @@ async def test_one_caller_giving_up_does_not_cancel_the_list_for_the_others() ->
     first.cancel()
     assert await second == [1]
     assert platform.lists == 1
+
+
+async def test_a_finished_list_is_let_go_once_its_interval_is_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kept for ever, the last list of every collection would hold the whole workspace in memory.
+    monkeypatch.setattr("bundle_operator.platform.sharing.KEEP_FINISHED_SECONDS", 0.05)
+    clock = Clock(100.0)
+    shared, platform = SharedReads(clock), Platform()
+    assert await read(shared, platform, "a", 90.0) == [1]
+    assert await read(shared, platform, "b", 90.0) == [1]
+    await asyncio.sleep(0.1)
+    assert await read(shared, platform, "c", 90.0) == [2]
+    assert platform.lists == 2
