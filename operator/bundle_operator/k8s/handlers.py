@@ -13,9 +13,8 @@ import functools
 import hashlib
 import json
 import logging
-import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +22,7 @@ import kopf
 
 from bundle_operator.k8s.bundle import BundleReconciler
 from bundle_operator.k8s.conditions import is_true
+from bundle_operator.k8s.drift_clock import DriftClock, drift_slot, parse_interval, stalled_and_seen
 from bundle_operator.k8s.endpoint import EndpointReconciler
 from bundle_operator.k8s.endpoint_target import installation_marker
 from bundle_operator.k8s.health import Liveness
@@ -50,7 +50,7 @@ from bundle_operator.k8s.setup import referenced_secrets
 from bundle_operator.k8s.state import LABEL_INSTALLATION
 from bundle_operator.k8s.watch_cache import bundle_view, state_view
 from bundle_operator.k8s.watch_lag import Deliveries
-from bundle_operator.platform.gate import CALLER, CallGate
+from bundle_operator.platform.gate import CALLER
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,6 @@ STORAGE_PREFIX = f"kopf.{GROUP}"
 FINALIZER = f"{GROUP}/finalizer"
 DRIFT_IDLE_SECONDS = 10.0
 KIND = "BundleInstallation"
-TIMER_TICK_SECONDS = 5.0
 # How often an Endpoint's served tools and members' health are read again.
 ENDPOINT_REFRESH_SECONDS = 30.0
 GAUGES = InstallationGauges(METRICS)
@@ -85,6 +84,8 @@ class Runtime:
     endpoints: EndpointReconciler | None = None
     workers: int = DEFAULT_WORKERS
     holds: SecretHolds | None = None
+    drift: DriftClock | None = None
+    drift_task: asyncio.Task[None] | None = None
 
     def secret_holds(self) -> SecretHolds:
         """The in-use finalizers this process put on Secrets (secret_holds.py)."""
@@ -97,6 +98,39 @@ class Runtime:
         caches = self.installations.caches
         if caches.states.index is None:
             caches.attach(indexes["bundle_objects"], indexes["state_secrets"])
+
+    def drift_clock(self) -> DriftClock:
+        """The one scheduler of every installation's drift checks (drift_clock.py)."""
+        if self.drift is None:
+            self.drift = DriftClock(
+                _drift_check,
+                platform_url=lambda spec: (
+                    (spec.get("platform") or {}).get("url") or self.default_platform_url or ""
+                ),
+                gate_for=self.installations.platforms.gate_for,
+                last_run=self.last_run,
+                failed_at=self.failed_at,
+                touch=self.liveness.touch,
+            )
+        return self.drift
+
+    def platform_url_of(self, spec: Mapping[str, Any]) -> str:
+        """The platform an installation spec names, or the operator's default."""
+        return str((spec.get("platform") or {}).get("url") or self.default_platform_url or "")
+
+    def start_drift_clock(self) -> None:
+        """Run the drift checks while kopf runs (a standby checks nothing)."""
+        if self.drift_task is None or self.drift_task.done():
+            self.drift_task = asyncio.create_task(self.drift_clock().run(), name="drift-clock")
+
+    async def stop_drift_clock(self) -> None:
+        """kopf stops: so do the checks, and what its watches delivered is forgotten."""
+        task, self.drift_task = self.drift_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.drift_clock().forget_all()
 
     def lock(self, uid: str) -> asyncio.Lock:
         """One lock per object: the drift timer never runs beside a reconcile of the same object."""
@@ -347,7 +381,7 @@ async def _guarded(
             rt.liveness.touch()
     except Retry as exc:
         result = "retry"
-        rt.failed_at[uid] = time.monotonic()  # a recovered platform wakes it (drift_timer)
+        rt.failed_at[uid] = time.monotonic()  # a recovered platform wakes it (drift_clock.py)
         raise kopf.TemporaryError(str(exc), delay=exc.delay) from None
     except kopf.TemporaryError:
         result = "retry"
@@ -521,124 +555,33 @@ async def installation_deleted(
             )
 
 
-_DURATION = re.compile(r"([0-9]+)(s|m|h)")
-
-
-def parse_interval(text: str | None, default: float = 300.0) -> float:
-    """``30s``, ``5m``, ``1h30m`` in seconds (at least 5)."""
-    if not text:
-        return default
-    seconds = sum(int(n) * {"s": 1, "m": 60, "h": 3600}[unit] for n, unit in _DURATION.findall(text))
-    return max(5.0, float(seconds)) if seconds else default
-
-
-@kopf.daemon(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY, cancellation_timeout=10)
-async def drift_timer(
-    stopped: kopf.DaemonStopped,
-    body: kopf.Body,
-    meta: kopf.Meta,
-    namespace: str | None,
-    name: str,
-    **kwargs: Any,
-) -> None:
-    """Checks drift once per ``spec.driftPolicy.interval``, through the same reconcile.
-
-    The intervals of all installations of one workspace are aligned (see ``drift_slot``), so their
-    checks fall together and share one list per kind of the workspace.
-    """
+async def _drift_check(uid: str, attempt: int, slot: float, decided: float) -> ReconcileResult | None:
+    """One drift check (drift_clock.py): under the object's lock, from the object as last delivered."""
     rt = runtime()
-    rt.attach_caches(kwargs)
-    uid = meta["uid"]
-    CALLER.set(uid)  # this task checks only this object: its platform calls are this object's
-    last = time.monotonic()
-    # A check that failed for a passing reason (the platform or the API server away) runs again
-    # after its backoff, not an interval later: its status says it is retrying.
-    retry_at: float | None = None
-    failed_at = 0.0
-    attempt = 0
-    while not stopped and namespace is not None:
-        spec = body.get("spec") or {}
-        gate = rt.installations.platforms.gate_for(
-            (spec.get("platform") or {}).get("url") or rt.default_platform_url or ""
-        )
-        failed = max(failed_at, rt.failed_at.get(uid, 0.0))
-        pending = failed > rt.last_run.get(uid, 0.0)
-        # Short naps, so a changed interval takes effect without waiting out the old one; one that
-        # failed for its platform wakes as soon as the platform's circuit closes again.
-        await _nap(stopped, gate if pending else None)
-        if stopped:
-            break
-        rt.liveness.touch()
-        spec = body.get("spec") or {}
-        policy = spec.get("driftPolicy") or {}
-        now = time.monotonic()
-        slot = _slot_of(spec, now)
-        # Anything that ran since the slot began (a reconcile, an earlier check) counts as its check.
-        due = max(last, rt.last_run.get(uid, 0.0)) < slot
-        retry_due = retry_at is not None and now >= retry_at and rt.last_run.get(uid, 0.0) < failed_at
-        # The platform came back after this installation's last failure: run now, whatever waits.
-        woken = pending and gate is not None and gate.recovered_at > failed
-        if policy.get("mode") == "Disabled" or not (due or retry_due or woken):
-            continue
-        last = now
-        retry_at = None
-        started = time.monotonic()
-        result: ReconcileResult | None = "error"
-        try:
-            # kopf's live body, as new as the watch: a settled check reads nothing from the API server.
-            fresh = dict(body)
-            if fresh["metadata"].get("deletionTimestamp"):
-                result = None  # not a check
-                break
-            if _stalled_and_seen(fresh):
-                result = None
-                continue  # stalled: nothing changes until the user acts, and that triggers a reconcile
+    caller = CALLER.set(uid)  # its platform calls are this object's
+    try:
+        async with rt.lock(uid):
+            fresh = rt.drift_clock().body_of(uid)
+            if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+                return None  # gone, or its finalizer's run uninstalls it
+            if rt.last_run.get(uid, 0.0) >= decided:
+                return None  # a handler ran it meanwhile: that was its check
             peers = functools.partial(_peers, fresh.get("spec") or {}, PEERS_VIEW.index or {})
-            async with rt.lock(uid):
-                result = await rt.installations.reconcile(fresh, peers, attempt=attempt, reads_since=slot)
-                rt.last_run[uid] = time.monotonic()
-            attempt = 0
-        except Retry as exc:
-            result = "retry"
-            failed_at, retry_at, attempt = now, now + exc.delay, attempt + 1
-            log.info(
-                "drift check will be retried in %.0f s: %s",
-                exc.delay,
-                exc,
-                extra=object_extra(KIND, namespace, name, uid),
-            )
-        except KubeError as exc:
-            result = "retry"
-            delay = backoff(attempt)
-            failed_at, retry_at, attempt = now, now + delay, attempt + 1
-            log.info(
-                "drift check will be retried in %.0f s: the Kubernetes API answered %s %s",
-                delay,
-                exc.status,
-                exc.reason,
-                extra=object_extra(KIND, namespace, name, uid),
-            )
-        except Exception:
-            delay = backoff(attempt)
-            failed_at, retry_at, attempt = now, now + delay, attempt + 1
-            log.exception("drift check failed", extra=object_extra(KIND, namespace, name, uid))
-        finally:
-            if result is not None:
-                METRICS.observe_reconcile("BundleInstallation", result, time.monotonic() - started)
+            result = await rt.installations.reconcile(fresh, peers, attempt=attempt, reads_since=slot)
+            rt.last_run[uid] = time.monotonic()
+            return result
+    finally:
+        CALLER.reset(caller)
 
 
-async def _nap(stopped: kopf.DaemonStopped, gate: CallGate | None) -> None:
-    """TIMER_TICK_SECONDS, or less when ``gate``'s circuit closes or the daemon is stopped.
+@kopf.on.startup(registry=REGISTRY)
+async def _start_drift_clock(**_: Any) -> None:
+    runtime().start_drift_clock()
 
-    With a gate, only its event is awaited: the caller checks ``stopped`` after every nap, which
-    comes at most a tick later, well within kopf's cancellation timeout. Wrapping kopf's stopper
-    in a task of our own would leave its time-limited inner task to kopf's shutdown to collect.
-    """
-    if gate is None:
-        await stopped.wait(TIMER_TICK_SECONDS)
-        return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(gate.recovered().wait(), TIMER_TICK_SECONDS)
+
+@kopf.on.cleanup(registry=REGISTRY)
+async def _stop_drift_clock(**_: Any) -> None:
+    await runtime().stop_drift_clock()
 
 
 def _slot_of(spec: dict[str, Any], now: float | None = None) -> float:
@@ -648,25 +591,6 @@ def _slot_of(spec: dict[str, Any], now: float | None = None) -> float:
         parse_interval((spec.get("driftPolicy") or {}).get("interval")),
         (spec.get("platform") or {}).get("url") or runtime().default_platform_url or "",
         str(spec.get("workspace", "")),
-    )
-
-
-def drift_slot(now: float, interval: float, platform_url: str, workspace: str) -> float:
-    """When the current drift interval of a workspace began (on ``now``'s clock).
-
-    Intervals are aligned per (platform, workspace): every installation there checks once per
-    interval, right after the same boundary, and the first check's lists serve the rest. The
-    offset spreads the workspaces' boundaries over the interval.
-    """
-    seed = hashlib.sha256(f"{platform_key(platform_url)}|{workspace}".encode()).digest()
-    offset = int.from_bytes(seed[:8], "big") / 2**64 * interval
-    return offset + (now - offset) // interval * interval
-
-
-def _stalled_and_seen(obj: dict[str, Any]) -> bool:
-    status = obj.get("status") or {}
-    return status.get("observedGeneration") == obj["metadata"].get("generation") and is_true(
-        status, "Stalled"
     )
 
 
@@ -711,6 +635,8 @@ async def _installation_event(
 ) -> None:
     _delivered(INSTALLATION_PLURAL, body, type)
     runtime().attach_caches(kwargs)
+    uid = body.get("metadata", {}).get("uid", "")
+    runtime().drift_clock().observe(uid, None if type == "DELETED" else body)
     PEERS_VIEW.index = kwargs["installations_by_target"]
     PEERS_VIEW.bundles = kwargs["bundle_claims"]
     runtime().liveness.touch()
@@ -811,7 +737,7 @@ async def endpoint_refresh(meta: kopf.Meta, namespace: str | None, name: str, **
         fresh = await rt.kube.read_custom(ENDPOINT_PLURAL, namespace, name)
         if fresh is None or fresh["metadata"].get("uid") != uid or fresh["metadata"].get("deletionTimestamp"):
             return
-        if _stalled_and_seen(fresh):
+        if stalled_and_seen(fresh):
             return
         async with rt.lock(uid):
             await rt.endpoint_reconciler().reconcile(fresh)
