@@ -26,7 +26,7 @@ from bundle_operator.platform.models import (
     Skill,
     Trigger,
 )
-from bundle_operator.platform.protocol import PlatformAPI
+from bundle_operator.platform.protocol import Listed, PlatformAPI
 
 # Which platform collection holds the primary entity of each bundle entity kind.
 PRIMARY_PATH: dict[str, str] = {
@@ -69,7 +69,8 @@ async def read_snapshot(platform: PlatformAPI, workspace: str, record: Record) -
             continue
         items = await platform.list_all(workspace, kind)
         snapshot.calls += 1
-        snapshot.entities[path] = {item.id: item for item in items}
+        # Shared lists come with their id map; the snapshot's maps are only read.
+        snapshot.entities[path] = items.by_id() if isinstance(items, Listed) else {i.id: i for i in items}
     gateway = record.find("gateway:gateway")
     if gateway is not None:
         bundle = snapshot.get(kinds.GATEWAY_BUNDLES.path, gateway.primary_id)

@@ -494,16 +494,29 @@ async def registry_refresh(
 
 
 def _peers(spec: Any, installations_by_target: Any) -> list[Peer]:
+    """Every installation into the same workspace of the same platform."""
     url = (spec.get("platform") or {}).get("url") or runtime().default_platform_url or ""
-    peers = list(installations_by_target.get((platform_key(url), spec.get("workspace") or ""), []))
+    return list(installations_by_target.get((platform_key(url), spec.get("workspace") or ""), []))
+
+
+def _older_peers(obj: dict[str, Any], installations_by_target: Any) -> list[Peer]:
+    """The installations of the same workspace that came before ``obj`` (only those can claim its
+    bundle first; see ``first_claim``), with what their Bundles resolved to."""
+    meta = obj.get("metadata") or {}
+    mine = (meta.get("creationTimestamp", ""), meta.get("namespace", ""), meta.get("name", ""))
+    older = [
+        peer
+        for peer in _peers(obj.get("spec") or {}, installations_by_target)
+        if (peer.created, peer.namespace, peer.name) < mine
+    ]
     bundles = PEERS_VIEW.bundles
     if bundles is None:
-        return peers  # the reconciler reads the peers' Bundles itself
+        return older  # the reconciler reads the peers' Bundles itself
     # What each peer's Bundle resolved to, from the watch: a hundred installations of one workspace
     # would otherwise each read up to a hundred Bundles.
     return [
         dataclasses.replace(peer, bundle=_bundle_claim(bundles.get((peer.namespace, peer.bundle_ref))))
-        for peer in peers
+        for peer in older
     ]
 
 
@@ -527,7 +540,7 @@ async def installation_changed(
     since = _slot_of(dict(spec)) if reason == "resume" else None
 
     async def run(obj: dict[str, Any]) -> ReconcileResult:
-        peers = functools.partial(_peers, obj.get("spec") or {}, index)
+        peers = functools.partial(_older_peers, obj, index)
         return await runtime().installations.reconcile(obj, peers, attempt=retry, reads_since=since)
 
     runtime().attach_caches(kwargs)
@@ -566,7 +579,7 @@ async def _drift_check(uid: str, attempt: int, slot: float, decided: float) -> R
                 return None  # gone, or its finalizer's run uninstalls it
             if rt.last_run.get(uid, 0.0) >= decided:
                 return None  # a handler ran it meanwhile: that was its check
-            peers = functools.partial(_peers, fresh.get("spec") or {}, PEERS_VIEW.index or {})
+            peers = functools.partial(_older_peers, fresh, PEERS_VIEW.index or {})
             result = await rt.installations.reconcile(fresh, peers, attempt=attempt, reads_since=slot)
             rt.last_run[uid] = time.monotonic()
             return result

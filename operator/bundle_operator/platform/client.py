@@ -46,7 +46,7 @@ from bundle_operator.platform.models import (
     Page,
     member_resource_id,
 )
-from bundle_operator.platform.protocol import Filters
+from bundle_operator.platform.protocol import Filters, Listed
 
 E = TypeVar("E", bound=Entity)
 C = TypeVar("C", bound=ApiModel)
@@ -119,7 +119,7 @@ class PlatformClient(PlatformHttp):
         return await self._list_all(workspace, kind, filters)
 
     async def _list_all(self, workspace: str, kind: Kind[E, Any, Any], filters: Filters | None) -> list[E]:
-        items: list[E] = []
+        items: Listed[E] = Listed()
         cursor: str | None = None
         while True:
             page = await self.list_page(workspace, kind, filters=filters, cursor=cursor, limit=_PAGE_LIMIT)

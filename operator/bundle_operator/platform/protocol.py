@@ -39,6 +39,21 @@ from bundle_operator.platform.models import (
 )
 
 E = TypeVar("E", bound=Entity)
+
+
+class Listed(list[E]):
+    """A list of entities that also finds them by id. A shared list is read by every check of its
+    workspace: each building its own id map would cost as much as the workspace is large."""
+
+    _by_id: dict[str, E] | None = None
+
+    def by_id(self) -> dict[str, E]:
+        """The entities by id (built once; the list is never changed once listed)."""
+        if self._by_id is None:
+            self._by_id = {item.id: item for item in self}
+        return self._by_id
+
+
 C = TypeVar("C", bound=ApiModel)
 U = TypeVar("U", bound=ApiModel)
 
