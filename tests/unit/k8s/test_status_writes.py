@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s import installation
 from bundle_operator.k8s.reconcile import StatusDraft
 
 
@@ -49,3 +52,28 @@ def test_a_new_generation_is_written() -> None:
     stored["observedGeneration"] = 2
     send(kube, stored, {})
     assert len(kube.patches) == 2 and kube.patches[-1]["observedGeneration"] == 3
+
+
+def test_a_quick_install_writes_its_status_once_and_a_slow_one_shows_installing_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(installation, "INSTALLING_SHOWN_AFTER", 0.05)
+    kube = RecordingKube()
+    reconciler = installation.InstallationReconciler(kube, None, None, None)  # type: ignore[arg-type]
+
+    def run() -> installation.Run:
+        obj = {**body(None), "metadata": {"namespace": "ns", "name": "bi", "generation": 3, "uid": "u"}}
+        started = installation.Run(obj, installation.InstallationStatus(kube, obj), attempt=0)  # type: ignore[arg-type]
+        started.status.conditions(cond.progressing("Installing", "writing the bundle's entities"))
+        return started
+
+    async def writes(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "written"
+
+    assert asyncio.run(reconciler._shown_when_slow(run(), writes(0.0))) == "written"
+    assert kube.patches == []  # the run's own end writes its status, once
+    assert asyncio.run(reconciler._shown_when_slow(run(), writes(0.3))) == "written"
+    assert len(kube.patches) == 1
+    reasons = {c["type"]: c["reason"] for c in kube.patches[0]["conditions"]}
+    assert reasons["Reconciling"] == "Installing" and "observedGeneration" not in kube.patches[0]
