@@ -85,6 +85,7 @@ class Runtime:
     workers: int = DEFAULT_WORKERS
     holds: SecretHolds | None = None
     drift: DriftClock | None = None
+    kind_slots: dict[str, asyncio.Semaphore] = field(default_factory=dict)
     drift_task: asyncio.Task[None] | None = None
 
     def secret_holds(self) -> SecretHolds:
@@ -131,6 +132,10 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self.drift_clock().forget_all()
+
+    def slots(self, kind: str) -> asyncio.Semaphore:
+        """Reconciles of one kind at once (--workers): bounds the writes in flight to the API server."""
+        return self.kind_slots.setdefault(kind, asyncio.Semaphore(self.workers))
 
     def lock(self, uid: str) -> asyncio.Lock:
         """One lock per object: the drift timer never runs beside a reconcile of the same object."""
@@ -193,10 +198,12 @@ def _configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    settings.queueing.worker_limit = RUNTIME.workers if RUNTIME is not None else DEFAULT_WORKERS
-    # An object's worker holds its slot until it has been idle this long. kopf's 5 s kept each
-    # installation of a fleet applied at once in a slot 5 s after its run: 64 slots let ~12 start
-    # per second. The limit is meant for reconciles at once, not for idle workers.
+    # No limit on kopf's per-object workers: at startup each one waits, before any handler, until
+    # every object of every indexed kind is indexed, so with more objects of a kind than the limit
+    # the workers holding the slots wait for the ones that cannot start, for ever (a restart with
+    # more than 64 installations never reconciled anything). Reconciles at once are bounded in
+    # _guarded instead, by --workers per kind. An idle worker goes soon: it holds its object's body.
+    settings.queueing.worker_limit = None
     settings.queueing.idle_timeout = QUEUE_IDLE_SECONDS
 
 
@@ -365,7 +372,7 @@ async def _guarded(
     result: ReconcileResult = "error"
     caller = CALLER.set(uid)  # the platform's calls are shared fairly between objects
     try:
-        async with rt.lock(uid):
+        async with rt.slots(kind), rt.lock(uid):
             obj = dict(body)
             if plural is not None:
                 # The event may be older than what a drift run that held the lock just saw: work
