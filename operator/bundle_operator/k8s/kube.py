@@ -293,14 +293,14 @@ class Kube:
     async def list_custom(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """All resources of a kind, in one namespace or all."""
         listing = await self._call("GET", self.collection_path(plural, namespace))
-        items: list[dict[str, Any]] = listing.get("items", [])
+        items: list[dict[str, Any]] = listing.get("items") or []  # null when there are none
         return items
 
     async def list_versions(self, plural: str, namespace: str | None = None) -> list[tuple[str, str, str]]:
         """(namespace, name, resourceVersion) of every resource of a kind, metadata only."""
         listing = await self._call("GET", self.collection_path(plural, namespace), accept=_METADATA_LIST)
         versions = []
-        for item in listing.get("items", []):
+        for item in listing.get("items") or []:  # null when there are none
             meta = item.get("metadata") or {}
             versions.append(
                 (
