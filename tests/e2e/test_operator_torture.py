@@ -561,8 +561,13 @@ def test_a_fleet_under_random_faults_converges_with_nothing_orphaned_duplicated_
     platform = RestartablePlatform(tmp_path / "platform.db", tmp_path).start()
 
     def start_operator(log: Path) -> OperatorProcess:
+        # Fewer reconciles at once than installations: a restart must not wait for itself.
         return OperatorProcess(
-            devcluster.kubeconfig, platform.url, log, scope=("--namespace", solo_namespace)
+            devcluster.kubeconfig,
+            platform.url,
+            log,
+            extra=("--workers", "4"),
+            scope=("--namespace", solo_namespace),
         ).start(timeout=120)
 
     run = ChaosRun(CHAOS, devcluster, kubectl, platform, solo_namespace, tmp_path, start_operator)
