@@ -20,7 +20,8 @@ import base64
 import binascii
 import hashlib
 import json
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from bundle_operator.document.parse import (
     MAX_SOURCE_BYTES,
@@ -43,6 +44,7 @@ from bundle_operator.k8s.source_archives import (
 from bundle_operator.k8s.source_fetch import downloaded
 from bundle_operator.k8s.source_types import BoundedCache, Resolved, SourceError, SourceSettings, invalid
 
+T = TypeVar("T")
 DOCUMENT_MAX_BYTES = MAX_SOURCE_BYTES  # 5 MiB: what the parser accepts at all
 
 
@@ -127,23 +129,24 @@ async def _resolve_config_map(ref: LocalObjectKeyRef, namespace: str, reader: Ob
 async def _parse_cached(content: str | bytes) -> ParsedBundle:
     """Parse a document's text, reusing the result for the same bytes."""
     data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
-    key = ("text", hashlib.sha256(data).hexdigest())
-    parsed = _DOCUMENTS.get(key)
-    if parsed is None:
-        parsed = await asyncio.to_thread(parse_bundle_text, content)
-        _DOCUMENTS.put(key, parsed, len(data))
-    return parsed
+    return await _kept(("text", hashlib.sha256(data).hexdigest()), len(data), parse_bundle_text, content)
 
 
 async def _parse_inline(document: dict[str, Any]) -> ParsedBundle:
     """Parse an inline document, reusing the result for the same content: every installation of a
     Bundle, and each of its drift checks, resolves the same document."""
     text = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str).encode()
-    key = ("inline", hashlib.sha256(text).hexdigest())
+    return await _kept(("inline", hashlib.sha256(text).hexdigest()), len(text), parse_bundle_data, document)
+
+
+async def _kept(
+    key: tuple[str, str], size: int, parse: Callable[[T], ParsedBundle], source: T
+) -> ParsedBundle:
+    """The parse of ``source`` kept under ``key`` (``size`` source bytes), parsed in a thread if new."""
     parsed = _DOCUMENTS.get(key)
     if parsed is None:
-        parsed = await asyncio.to_thread(parse_bundle_data, document)
-        _DOCUMENTS.put(key, parsed, len(text))
+        parsed = await asyncio.to_thread(parse, source)
+        _DOCUMENTS.put(key, parsed, size)
     return parsed
 
 
