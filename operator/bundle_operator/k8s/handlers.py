@@ -257,8 +257,15 @@ def endpoints_by_installation(namespace: str | None, name: str, spec: kopf.Spec,
 
 
 @kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
-def bundle_claims(namespace: str | None, name: str, status: kopf.Status, **_: Any) -> dict[Any, BundleClaim]:
+def bundle_claims(
+    namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, **_: Any
+) -> dict[Any, BundleClaim]:
     bundle_name = status.get("bundleName")
+    if not isinstance(bundle_name, str):
+        # An inline document names its bundle before the Bundle's first run says so: a fleet
+        # applied at once would otherwise wait for its Bundles before checking for duplicates.
+        inline = (spec.get("source") or {}).get("inline")
+        bundle_name = inline.get("name") if isinstance(inline, dict) else None
     return {
         (namespace, name): BundleClaim(
             exists=True,
