@@ -58,7 +58,6 @@ REGISTRY = kopf.OperatorRegistry()
 STORAGE_PREFIX = f"kopf.{GROUP}"
 FINALIZER = f"{GROUP}/finalizer"
 DRIFT_IDLE_SECONDS = 10.0
-KIND = "BundleInstallation"
 # How often an Endpoint's served tools and members' health are read again.
 ENDPOINT_REFRESH_SECONDS = 30.0
 GAUGES = InstallationGauges(METRICS)
@@ -105,9 +104,7 @@ class Runtime:
         if self.drift is None:
             self.drift = DriftClock(
                 _drift_check,
-                platform_url=lambda spec: (
-                    (spec.get("platform") or {}).get("url") or self.default_platform_url or ""
-                ),
+                platform_url=self.platform_url_of,
                 gate_for=self.installations.platforms.gate_for,
                 last_run=self.last_run,
                 failed_at=self.failed_at,
@@ -236,7 +233,7 @@ def installations_by_bundle(namespace: str | None, name: str, spec: kopf.Spec, *
 def installations_by_target(
     namespace: str | None, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
 ) -> dict[Any, Peer]:
-    url = (spec.get("platform") or {}).get("url") or runtime().default_platform_url or ""
+    url = runtime().platform_url_of(spec)
     workspace = spec.get("workspace") or ""
     peer = Peer(
         namespace=namespace or "",
@@ -369,8 +366,8 @@ async def _guarded(
 ) -> None:
     """Run ``run`` under the object's lock, mapping failures to kopf's retries.
 
-    With ``plural``, the object is read again first. An installation's ``body`` is kopf's live
-    body (its drift daemon keeps one): as new as the watch, so it is copied once the lock is held.
+    With ``plural``, the object is read again first; an installation runs from its event's body,
+    which is as new as the drift clock's (both come from the same watch, in order).
     """
     rt = runtime()
     obj: dict[str, Any] = dict(body)
@@ -380,7 +377,6 @@ async def _guarded(
     caller = CALLER.set(uid)  # the platform's calls are shared fairly between objects
     try:
         async with rt.slots(kind), rt.lock(uid):
-            obj = dict(body)
             if plural is not None:
                 # The event may be older than what a drift run that held the lock just saw: work
                 # from the object as it is now, never from an older generation.
@@ -509,7 +505,7 @@ async def registry_refresh(
 
 def _peers(spec: Any, installations_by_target: Any) -> list[Peer]:
     """Every installation into the same workspace of the same platform."""
-    url = (spec.get("platform") or {}).get("url") or runtime().default_platform_url or ""
+    url = runtime().platform_url_of(spec)
     return list(installations_by_target.get((platform_key(url), spec.get("workspace") or ""), []))
 
 
@@ -616,7 +612,7 @@ def _slot_of(spec: dict[str, Any], now: float | None = None) -> float:
     return drift_slot(
         time.monotonic() if now is None else now,
         parse_interval((spec.get("driftPolicy") or {}).get("interval")),
-        (spec.get("platform") or {}).get("url") or runtime().default_platform_url or "",
+        runtime().platform_url_of(spec),
         str(spec.get("workspace", "")),
     )
 

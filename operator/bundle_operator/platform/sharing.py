@@ -33,12 +33,9 @@ class ReadPolicy:
 # Set by a reconcile for the calls it makes; without one every list goes to the platform.
 READ_POLICY: ContextVar[ReadPolicy | None] = ContextVar("bundle_operator_read_policy", default=None)
 
-# Finished lists older than this are dropped when the table grows. (Writes are kept until their
-# owner is forgotten: a long drift interval still needs them.)
-_FORGET_AFTER = 3600.0
-# How long a finished list stays shared (real seconds, not the policy clock).
+# How long a finished list stays shared (real seconds, not the policy clock); a failed one goes at
+# once. (Writes are kept until their owner is forgotten: a long drift interval still needs them.)
 KEEP_FINISHED_SECONDS = 30.0
-_SWEEP_AT = 2048
 
 
 @dataclass
@@ -94,8 +91,6 @@ class SharedReads:
             entry = _Entry(self._clock(), asyncio.ensure_future(fetch()))
             self._entries[key] = entry
             entry.task.add_done_callback(functools.partial(self._done, key, entry))
-            if len(self._entries) > _SWEEP_AT:
-                self._sweep()
         # One caller giving up must not cancel the list for the others that joined it.
         return await asyncio.shield(entry.task)
 
@@ -112,11 +107,6 @@ class SharedReads:
 
     def _drop(self, key: tuple[str, str, str], entry: _Entry) -> None:
         if self._entries.get(key) is entry:
-            del self._entries[key]
-
-    def _sweep(self) -> None:
-        horizon = self._clock() - _FORGET_AFTER
-        for key in [k for k, e in self._entries.items() if e.started < horizon and e.task.done()]:
             del self._entries[key]
 
 
