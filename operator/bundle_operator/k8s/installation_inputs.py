@@ -94,7 +94,7 @@ class Inputs:
 
 
 class CustomReader(Protocol):
-    """Reads one custom object (``Kube``, or the watch cache in front of it)."""
+    """Reads one custom object (``watch_cache.Bundles``: the watch's copy, else the API server)."""
 
     async def read(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
@@ -106,15 +106,12 @@ async def read_bundle(
     settings: OperatorSettings,
     namespace: str,
     spec: BundleInstallationSpec,
-    bundles: CustomReader | None = None,
+    bundles: CustomReader,
 ) -> ParsedBundle:
-    """The Bundle of ``spec.bundleRef`` (from ``bundles`` when given), fetched and parsed; refused
-    while it has blocking issues."""
+    """The Bundle of ``spec.bundleRef`` as ``bundles`` has it, its source fetched (objects it names
+    through ``kube``) and parsed; refused while it has blocking issues."""
     name = spec.bundle_ref.name
-    if bundles is not None:
-        obj = await bundles.read(BUNDLE_PLURAL, namespace, name)
-    else:
-        obj = await kube.read_custom(BUNDLE_PLURAL, namespace, name)
+    obj = await bundles.read(BUNDLE_PLURAL, namespace, name)
     if obj is None:
         raise SetupProblem(
             "BundleNotFound",
