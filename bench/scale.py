@@ -53,10 +53,15 @@ sys.path.insert(0, str(ROOT))
 
 from tests.e2e.conftest import ETCD_VERSION, KUBERNETES_VERSION  # noqa: E402
 from tests.e2e.fleet import CREDENTIALS, NAMESPACE, fleet, workspace_names  # noqa: E402
-from tests.e2e.operator_harness import OperatorProcess, apply_crds  # noqa: E402
+from tests.e2e.operator_harness import (  # noqa: E402
+    OperatorProcess,
+    apply_crds,
+    finalizer_policy,
+    policy_in_force,
+)
 from tests.integration.platform.platform_harness import PlatformProcess, start_platform  # noqa: E402
 
-from bundle_operator.devcluster import DevCluster, Kubectl, locate  # noqa: E402
+from bundle_operator.devcluster import DevCluster, Kubectl, locate, wait_until  # noqa: E402
 
 # The script's own folder is first on sys.path: its sibling modules import by their names.
 from scale_measure import (  # noqa: E402
@@ -399,6 +404,11 @@ def main() -> int:
         help="seconds the platform is down at the end (default: two drift intervals and 5 s, so "
         "every installation finds it down; 0 skips the outage)",
     )
+    parser.add_argument(
+        "--no-finalizer-policy",
+        action="store_true",
+        help="leave out the chart's finalizer policy (the operator then patches its finalizer in)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, audit log, db)")
     args = parser.parse_args()
     if args.count <= 0 or args.workspaces <= 0 or args.count % args.workspaces:
@@ -424,7 +434,8 @@ def main() -> int:
         f"fleet: {args.count} installations = {args.count // args.workspaces} bundles x "
         f"{args.workspaces} workspaces; {BUNDLE_ENTITIES} entities per bundle; drift interval "
         f"{args.install_interval} while installing, {args.drift_interval} s after; operator args "
-        f"{args.operator_arg or 'none'}; work folder {work}",
+        f"{args.operator_arg or 'none'}; the chart's finalizer policy "
+        f"{'left out' if args.no_finalizer_policy else 'applied'}; work folder {work}",
         flush=True,
     )
 
@@ -455,7 +466,13 @@ def main() -> int:
             scope=("--all-namespaces",),
         )
         apply_crds(kubectl)
+        if not args.no_finalizer_policy:
+            # What the chart installs on this cluster (it serves MutatingAdmissionPolicy).
+            policy_docs = finalizer_policy("bench", [])
+            kubectl.run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(policy_docs))
         kubectl.run("create", "namespace", NAMESPACE)
+        if not args.no_finalizer_policy:
+            wait_until(lambda: policy_in_force(kubectl, NAMESPACE), 30, "the finalizer policy in force")
         kubectl.run(
             "create", "secret", "generic", CREDENTIALS, "-n", NAMESPACE,
             "--from-literal=telegram_bot_token=123456:fleet-bench-not-a-token",

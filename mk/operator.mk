@@ -11,7 +11,7 @@ CHAOS_ARGS ?=
 bench-operator: envtest
 	$(BIN)/python bench/k8s_operator.py
 
-bench-scale: envtest
+bench-scale: envtest gitops-tools
 	$(BIN)/python bench/scale.py $(SCALE_ARGS)
 
 bench-admission: $(STAMP)

@@ -3,6 +3,7 @@ cluster, with the reference platform over HTTP as its default platform."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -23,7 +24,9 @@ from tests.integration.platform.platform_harness import PlatformProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
+CHART = ROOT / "charts" / "bundle-operator"
 EXAMPLES = ROOT / "examples" / "k8s"
+MAP_API = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
 
 
 def resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +68,32 @@ def apply_crds(kubectl: Kubectl) -> None:
         "endpoints.bundle-operator.dev",
     ):
         kubectl.wait_for_condition("crd", crd, "Established", timeout=30)
+
+
+def finalizer_policy(release: str, watch: list[str]) -> list[dict[str, Any]]:
+    """The chart's finalizer policy and its binding, as helm renders them for a cluster that serves
+    MutatingAdmissionPolicy (this one does) and an operator watching ``watch`` ([]: every namespace)."""
+    from tests.gitops.tools import helm_binary
+
+    values = yaml.safe_dump({"watchNamespaces": watch})
+    args = ["template", release, str(CHART), "-f", "-", "--api-versions", MAP_API]
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
+    out = subprocess.run(
+        [str(helm_binary()), *args], input=values, capture_output=True, text=True, env=env, check=True
+    ).stdout
+    return [
+        doc for doc in yaml.safe_load_all(out) if doc and doc["kind"].startswith("MutatingAdmissionPolicy")
+    ]
+
+
+def policy_in_force(kubectl: Kubectl, namespace: str) -> bool:
+    """The API server has loaded the finalizer policy for ``namespace`` (it takes a second or so):
+    a server-side dry run of a create, which passes every admission plugin, comes back with it."""
+    probe = resource("BundleInstallation", "finalizer-probe", {"bundleRef": {"name": "b"}, "workspace": "w"})
+    out = kubectl.run(
+        "create", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-", stdin=json.dumps(probe)
+    ).stdout
+    return "bundle-operator.dev/finalizer" in (json.loads(out)["metadata"].get("finalizers") or [])
 
 
 @dataclass

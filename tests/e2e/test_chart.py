@@ -27,7 +27,7 @@ import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
 from tests.documents import bundle_document
-from tests.e2e.operator_harness import condition, free_port, sigterm_and_wait
+from tests.e2e.operator_harness import MAP_API, condition, free_port, policy_in_force, sigterm_and_wait
 from tests.gitops.tools import GitopsToolError, helm3_binary, helm_binary
 from tests.integration.platform.platform_harness import TOKEN, PlatformProcess, start_platform
 
@@ -137,9 +137,12 @@ def render(
     tmp: Path | None = None,
     release: str = RELEASE,
     namespace: str = RELEASE_NAMESPACE,
+    api_versions: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
     """`helm template` with the CRDs; the documents, in order."""
     args = ["template", release, str(CHART), "--namespace", namespace, "--include-crds"]
+    for api in api_versions:
+        args += ["--api-versions", api]
     for path in values:
         args += ["-f", str(path)]
     if overrides is not None:
@@ -776,6 +779,18 @@ def apply_docs(kubectl: Kubectl, docs: list[dict[str, Any]]) -> None:
     kubectl.run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(docs))
 
 
+def finalizer_owners(kubectl: Kubectl, name: str, namespace: str) -> list[str]:
+    """The field managers that own an installation's metadata.finalizers."""
+    out = kubectl.run(
+        "get", "bundleinstallation", name, "-n", namespace, "-o", "json", "--show-managed-fields"
+    ).stdout
+    return [
+        entry["manager"]
+        for entry in json.loads(out)["metadata"].get("managedFields") or []
+        if "f:finalizers" in (entry.get("fieldsV1") or {}).get("f:metadata", {})
+    ]
+
+
 def metric(text: str, name: str) -> float | None:
     """One unlabelled sample of a Prometheus text exposition."""
     match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
@@ -814,11 +829,28 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
     # Each replica's pod has an address of its own; here they share one, so each replica's render
     # differs in the two ports (checked below) and in nothing else.
     ports = [(free_port(), free_port(), free_port()) for _ in range(replicas)]
+    # As `helm install` renders against this cluster, which serves MutatingAdmissionPolicy.
     renders = [
-        render(helm, BUNDLES_VALUES, overrides=values(*p), tmp=tmp_path, release=release, namespace=ns)
+        render(
+            helm,
+            BUNDLES_VALUES,
+            overrides=values(*p),
+            tmp=tmp_path,
+            release=release,
+            namespace=ns,
+            api_versions=(MAP_API,),
+        )
         for p in ports
     ]
     docs = renders[0]
+    # The finalizer policy, bound to the watched namespace; none for patterns (finalizer_policy.yaml).
+    bindings = find(docs, "MutatingAdmissionPolicyBinding")
+    if mode == "patterns":
+        assert not bindings and not find(docs, "MutatingAdmissionPolicy")
+    else:
+        [binding] = bindings
+        selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+        assert selector == [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [ns]}]
     assert not find(docs, "Secret"), "the chart renders no Secret"
     if mode == "patterns":
         assert one(docs, "ClusterRole", fullname)["rules"] == [*NAMESPACED_RULES, CRD_RULE, NAMESPACES_RULE]
@@ -870,7 +902,14 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
     apply_docs(kubectl, crd_docs)
     for crd in crd_docs:
         kubectl.wait_for_condition("crd", crd["metadata"]["name"], "Established", timeout=30)
-    apply_docs(kubectl, [d for d in docs if d["kind"] != "CustomResourceDefinition"])
+    # The finalizer policy before the rest, so that the values' installations are created under it.
+    # (Helm applies kinds it does not know last; the first objects then get the operator's own
+    # finalizer patch instead, which is as correct.)
+    policies = [d for d in docs if d["kind"].startswith("MutatingAdmissionPolicy")]
+    if policies:
+        apply_docs(kubectl, policies)
+        wait_until(lambda: policy_in_force(kubectl, ns), 30, "the finalizer policy in force")
+    apply_docs(kubectl, [d for d in docs if d["kind"] != "CustomResourceDefinition" and d not in policies])
 
     # The pod's identity: a token of the rendered ServiceAccount, as a projected token would be.
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
@@ -959,6 +998,9 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
             ready("bundle", name, timeout=60)
             installation = ready("bundleinstallation", name, timeout=120)
             assert all(entity.get("id") for entity in installation["status"]["entities"])
+            # Set by the API server at create (no field manager), or by the operator's own patch.
+            owners = finalizer_owners(kubectl, name, ns)
+            assert owners == (["kopf"] if mode == "patterns" else []), (mode, owners)
         endpoint = ready("bep", "planning-assistant", timeout=90)
         print(f"{mode}: from apply to every values resource Ready: {time.monotonic() - started:.1f} s")
         assert (condition(endpoint, "Ready") or {}).get("reason") == "Serving"
@@ -1041,7 +1083,8 @@ def test_rendered_operator_installs_the_values_bundles_with_only_its_rbac(
         codes += [op.stop() for op in running()]
         kubectl.run(
             "delete",
-            "clusterrole,clusterrolebinding,validatingwebhookconfiguration",
+            "clusterrole,clusterrolebinding,validatingwebhookconfiguration,"
+            "mutatingadmissionpolicy,mutatingadmissionpolicybinding",
             "-l",
             f"app.kubernetes.io/instance={release}",
             check=False,

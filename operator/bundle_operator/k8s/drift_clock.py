@@ -8,14 +8,16 @@ circuit closes after an outage.
 One task rather than a kopf daemon per installation: a daemon keeps kopf's whole copy of its
 object, managedFields included, and a task with its frames and kopf's handler context, for every
 installation, which was most of a fleet's memory. Here an installation is one entry: the object as
-the watch last delivered it, without managedFields, and a few numbers. No kopf types: the handlers
-feed it (``observe``) and give it the run itself.
+the watch last delivered it, without managedFields, kept as compact JSON (a fifth of the same object
+as Python dicts, and parsed again only by a check that runs), and the few fields the schedule reads.
+No kopf types: the handlers feed it (``observe``) and give it the run itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import re
 import time
@@ -56,8 +58,16 @@ def drift_slot(now: float, interval: float, platform_url: str, workspace: str) -
     interval, right after the same boundary, and the first check's lists serve the rest. The
     offset spreads the workspaces' boundaries over the interval.
     """
+    return _slot(now, interval, slot_offset(interval, platform_url, workspace))
+
+
+def slot_offset(interval: float, platform_url: str, workspace: str) -> float:
+    """Where in each interval the boundaries of a (platform, workspace) fall (see ``drift_slot``)."""
     seed = hashlib.sha256(f"{platform_key(platform_url)}|{workspace}".encode()).digest()
-    offset = int.from_bytes(seed[:8], "big") / 2**64 * interval
+    return int.from_bytes(seed[:8], "big") / 2**64 * interval
+
+
+def _slot(now: float, interval: float, offset: float) -> float:
     return offset + (now - offset) // interval * interval
 
 
@@ -75,16 +85,36 @@ def trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
     return {**body, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
-@dataclass
+@dataclass(slots=True)
+class Schedule:
+    """What the schedule reads of an installation, taken once per delivered version."""
+
+    namespace: str
+    name: str
+    url: str
+    interval: float
+    offset: float  # slot_offset of its interval, platform and workspace
+    disabled: bool  # driftPolicy.mode Disabled
+    deleting: bool
+    stalled: bool  # stalled_and_seen
+
+
+@dataclass(slots=True)
 class Entry:
     """One installation: the object as last delivered, and where its checks stand (monotonic)."""
 
-    body: dict[str, Any]
+    raw: bytes  # the object without managedFields, compact JSON
+    schedule: Schedule
     last: float  # when its last check started, or when it was first seen
     retry_at: float | None = None
     failed_at: float = 0.0
     attempt: int = 0
     busy: bool = False
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The object as last delivered (a fresh copy)."""
+        return json.loads(self.raw)  # type: ignore[no-any-return]
 
 
 # (uid, attempt, the start of its interval, when it was found due) -> the result, or None when it
@@ -130,16 +160,34 @@ class DriftClock:
         if body is None:
             self.entries.pop(uid, None)
             return
+        raw = json.dumps(trimmed(body), separators=(",", ":")).encode()
+        schedule = self._schedule(body)
         entry = self.entries.get(uid)
         if entry is None:
-            self.entries[uid] = Entry(trimmed(body), last=self._clock())
+            self.entries[uid] = Entry(raw, schedule, last=self._clock())
         else:
-            entry.body = trimmed(body)
+            entry.raw, entry.schedule = raw, schedule
+
+    def _schedule(self, body: Mapping[str, Any]) -> Schedule:
+        meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+        policy = spec.get("driftPolicy") or {}
+        url = self._platform_url(spec)
+        interval = parse_interval(policy.get("interval"))
+        return Schedule(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            url=url,
+            interval=interval,
+            offset=slot_offset(interval, url, str(spec.get("workspace", ""))),
+            disabled=policy.get("mode") == "Disabled",
+            deleting=bool(meta.get("deletionTimestamp")),
+            stalled=stalled_and_seen(body),
+        )
 
     def body_of(self, uid: str) -> dict[str, Any] | None:
-        """The installation as the watch last delivered it (a shallow copy), or None when gone."""
+        """The installation as the watch last delivered it (a fresh copy), or None when gone."""
         entry = self.entries.get(uid)
-        return dict(entry.body) if entry is not None else None
+        return entry.body if entry is not None else None
 
     def forget_all(self) -> None:
         """kopf stopped (leadership lost, shutdown): what it delivered may go stale."""
@@ -163,9 +211,6 @@ class DriftClock:
             for task in list(self._checks):
                 task.cancel()
 
-    def _url(self, entry: Entry) -> str:
-        return self._platform_url(entry.body.get("spec") or {})
-
     def _pending(self, uid: str, entry: Entry) -> float | None:
         """When its last run failed, if it has not run well since."""
         failed = max(entry.failed_at, self._failed_at.get(uid, 0.0))
@@ -176,7 +221,7 @@ class DriftClock:
             gate.recovered()
             for uid, entry in self.entries.items()
             if self._pending(uid, entry) is not None
-            and (gate := self._gate_for(self._url(entry))) is not None
+            and (gate := self._gate_for(entry.schedule.url)) is not None
         }
         if not waits:
             await asyncio.sleep(self._tick)
@@ -190,34 +235,29 @@ class DriftClock:
 
     def _due(self, uid: str, entry: Entry, now: float) -> float | None:
         """The start of the interval to check it for, or None when it is not due."""
-        if entry.busy:
+        schedule = entry.schedule
+        if entry.busy or schedule.disabled:
             return None
-        body, spec = entry.body, entry.body.get("spec") or {}
-        if (spec.get("driftPolicy") or {}).get("mode") == "Disabled":
-            return None
-        if (body.get("metadata") or {}).get("deletionTimestamp"):
+        if schedule.deleting:
             return None  # its finalizer's run uninstalls it
-        url = self._url(entry)
-        interval = parse_interval((spec.get("driftPolicy") or {}).get("interval"))
-        slot = drift_slot(now, interval, url, str(spec.get("workspace", "")))
+        slot = _slot(now, schedule.interval, schedule.offset)
         last_run = self._last_run.get(uid, 0.0)
         # Anything that ran since the slot began (a reconcile, an earlier check) counts as its check.
         due = max(entry.last, last_run) < slot
         retry_due = entry.retry_at is not None and now >= entry.retry_at and last_run < entry.failed_at
         # The platform came back after this installation's last failure: run now, whatever waits.
         failed = self._pending(uid, entry)
-        gate = self._gate_for(url) if failed is not None else None
+        gate = self._gate_for(schedule.url) if failed is not None else None
         woken = failed is not None and gate is not None and gate.recovered_at > failed
         if not (due or retry_due or woken):
             return None
         entry.last, entry.retry_at = now, None
-        if stalled_and_seen(body):
+        if schedule.stalled:
             return None  # nothing changes until the user acts, and that runs it
         return slot
 
     async def _check(self, uid: str, entry: Entry, slot: float, now: float) -> None:
-        meta = entry.body.get("metadata") or {}
-        where = object_extra(KIND, meta.get("namespace"), meta.get("name", ""), uid)
+        where = object_extra(KIND, entry.schedule.namespace, entry.schedule.name, uid)
         result: ReconcileResult | None = "error"
         try:
             async with self._slots:

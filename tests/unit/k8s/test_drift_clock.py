@@ -122,6 +122,21 @@ def test_the_entry_keeps_no_managed_fields_and_a_deleted_installation_goes() -> 
     assert drift.body_of("u1") is None
 
 
+def test_a_check_runs_from_the_newest_delivery_and_cannot_change_what_is_kept() -> None:
+    clock = Clock()
+    drift, _, _ = make(clock)
+    drift.observe("u1", installation())
+    first = drift.body_of("u1")
+    assert first is not None
+    first["spec"]["workspace"] = "changed by a run"
+    assert drift.body_of("u1") == {**installation(), "metadata": trimmed(installation())["metadata"]}
+    # A later delivery replaces the object and what the schedule reads of it: disabled now.
+    drift.observe("u1", installation(driftPolicy={"mode": "Disabled"}))
+    assert drift.body_of("u1")["spec"]["driftPolicy"] == {"mode": "Disabled"}  # type: ignore[index]
+    clock.now = next_slot(clock.now) + 1
+    assert drift._due("u1", drift.entries["u1"], clock.now) is None
+
+
 async def test_checks_run_from_the_loop_and_a_failed_one_waits_for_its_backoff() -> None:
     clock = Clock()
     attempts: list[int] = []
