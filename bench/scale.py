@@ -6,7 +6,7 @@ the operator, then applies COUNT BundleInstallations of a 12-entity bundle (COUN
 distinct bundles, each installed into every workspace) with one `kubectl apply --server-side`, and
 prints:
 
-- seconds from the apply to every installation Ready (polled with one list a second);
+- seconds from the apply to every installation Ready (from one watch of the server-side table);
 - the operator's peak RSS (VmHWM), and the CPU seconds of each process during the install;
 - API-server requests per installation during the install, from the audit log, by client, verb
   and resource;
@@ -64,6 +64,7 @@ from tests.integration.platform.platform_harness import PlatformProcess, start_p
 from bundle_operator.devcluster import DevCluster, Kubectl, locate, wait_until  # noqa: E402
 
 # The script's own folder is first on sys.path: its sibling modules import by their names.
+from ready_watch import ReadyWatch  # noqa: E402
 from scale_measure import (  # noqa: E402
     AuditLog,
     CallKey,
@@ -94,7 +95,6 @@ AUDIT_POLICY = {
 POLL_AGENT = "bench-scale"
 OTHER_CLIENTS = ("kubectl", POLL_AGENT, "kube-controller-manager", "kube-apiserver")
 INSTALLATIONS = f"/apis/bundle-operator.dev/v1alpha1/namespaces/{NAMESPACE}/bundleinstallations"
-TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 
 # --- waiting ----------------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ class Progress:
 
     ready_at: dict[str, float] = field(default_factory=dict)
     others: Counter[str] = field(default_factory=Counter)
-    polls: int = 0
+    looks: int = 0
     interrupted: bool = False
     peak_rss: float = float("nan")  # the operator's VmHWM at the last look, should it be gone later
 
@@ -131,23 +131,21 @@ def api_client(kubeconfig: Path, folder: Path) -> httpx.Client:
 
 
 def wait_all_ready(
-    api: httpx.Client,
+    watch: ReadyWatch,
     names: list[str],
     started: float,
     timeout: float,
     operator: OperatorProcess,
 ) -> Progress:
-    """Poll with one list a second until every installation is Ready or ``timeout`` passes.
+    """Look once a second at what the watch of the table (ready_watch.py) delivered until every
+    installation is Ready or ``timeout`` passes; Ready times count from ``started``.
 
-    The list asks for the server-side table (the CRD's Ready and Reason columns) straight over
-    HTTP: a kubectl run a second would cost more CPU than some of what is measured, and the full
-    objects would ship every installation's status each second. The specs never change here, so a
-    Ready installation's generation is the one it observed (checked once at the end). Ctrl-C
-    ends the wait early, with the figures so far.
+    The specs never change here, so a Ready installation's generation is the one it observed
+    (checked once at the end). Ctrl-C ends the wait early, with the figures so far.
     """
     progress = Progress()
     try:
-        poll_until_ready(api, set(names), started, timeout, operator, progress)
+        look_until_ready(watch, set(names), started, timeout, operator, progress)
     except KeyboardInterrupt:
         progress.interrupted = True
     return progress
@@ -173,8 +171,8 @@ def wait_all_observed(api: httpx.Client, names: list[str], timeout: float) -> No
         time.sleep(2.0)
 
 
-def poll_until_ready(
-    api: httpx.Client,
+def look_until_ready(
+    watch: ReadyWatch,
     wanted: set[str],
     started: float,
     timeout: float,
@@ -187,26 +185,22 @@ def poll_until_ready(
         assert operator.process is not None
         if operator.process.poll() is not None:
             raise RuntimeError(f"the operator exited: {operator.log.read_text()[-3000:]}")
-        answer = api.get(INSTALLATIONS, params={"includeObject": "None"}, headers={"Accept": TABLE})
-        answer.raise_for_status()
-        table = answer.json()
-        column = {c["name"]: i for i, c in enumerate(table["columnDefinitions"])}
-        progress.polls += 1
+        if watch.error is not None:
+            raise RuntimeError(f"the watch of the installations failed: {watch.error!r}")
+        rows = watch.rows()
+        progress.looks += 1
         progress.peak_rss = peak(progress.peak_rss, proc_status(operator.process.pid, "VmHWM"))
         seen = tick - started
         progress.others = Counter()
         listed = 0
-        for row in table.get("rows") or []:
-            cells = row["cells"]
-            name = cells[column["Name"]]
+        for name, row in rows.items():
             if name not in wanted:
                 continue
             listed += 1
-            ready, reason = cells[column["Ready"]] or "<none>", cells[column["Reason"]] or "<none>"
-            if ready == "True":
-                progress.ready_at.setdefault(name, seen)
+            if row.ready_since is not None:
+                progress.ready_at.setdefault(name, max(0.0, row.ready_since - started))
             else:
-                progress.others[f"Ready={ready}/{reason}"] += 1
+                progress.others[f"Ready={row.ready}/{row.reason}"] += 1
         progress.others["not listed yet"] = len(wanted) - listed
         done = len(progress.ready_at)
         if tick - last_print >= 15 or done == len(wanted):
@@ -224,7 +218,7 @@ def run_outage(
     work: Path,
     platform: PlatformProcess,
     operator: OperatorProcess,
-    api: httpx.Client,
+    watch: ReadyWatch,
     names: list[str],
 ) -> PlatformProcess:
     """Kill the platform, keep it down, start it again on its port; print how soon all are Ready."""
@@ -238,12 +232,12 @@ def run_outage(
     tried = (
         operator_metric(operator, "bundle_operator_platform_calls_total", {"status": "error"}) - errors_before
     )
-    down = wait_all_ready(api, names, time.monotonic(), 0.0, operator)
+    down = wait_all_ready(watch, names, time.monotonic(), 0.0, operator)
     back = start_platform(
         work / "platform.db", "--count-calls", "--port", port, log=work / "platform-after-outage.log"
     )
     returned = time.monotonic()
-    progress = wait_all_ready(api, names, returned, args.ready_timeout, operator)
+    progress = wait_all_ready(watch, names, returned, args.ready_timeout, operator)
     not_ready = len(names) - len(down.ready_at)
     print(
         f"outage: {not_ready}/{len(names)} installations not Ready when the platform came back after "
@@ -452,6 +446,7 @@ def main() -> int:
     platform: PlatformProcess | None = None
     operator: OperatorProcess | None = None
     api: httpx.Client | None = None
+    watch: ReadyWatch | None = None
     succeeded = interrupted = False
     try:
         cluster.start()
@@ -498,12 +493,13 @@ def main() -> int:
             operator, "bundle_operator_reconciles_total", {"kind": "BundleInstallation"}
         )
         own_before = operator_metric(operator, "bundle_operator_platform_calls_total", {})
+        watch = ReadyWatch(api_client(cluster.kubeconfig, work), INSTALLATIONS).start()
         cpu_before = pids.cpu()
         started = time.monotonic()
         kubectl.run("apply", "--server-side", "-f", str(manifest), timeout=900)
         applied = time.monotonic() - started
         print(f"kubectl apply --server-side of {len(objects)} objects took {applied:.1f} s", flush=True)
-        progress = wait_all_ready(api, names, started, args.ready_timeout, operator)
+        progress = wait_all_ready(watch, names, started, args.ready_timeout, operator)
         elapsed = time.monotonic() - started
         install_calls = platform_calls(platform, reset=True)
         install_events = audit.requests()
@@ -520,7 +516,7 @@ def main() -> int:
 
         print()
         if all_ready:
-            print(f"apply -> all {ready} Ready: {last_ready:.1f} s (polled {progress.polls} times)")
+            print(f"apply -> all {ready} Ready: {last_ready:.1f} s ({watch.events} watch events)")
         else:
             print(
                 f"{'INTERRUPTED' if progress.interrupted else 'TIMEOUT'} after {elapsed:.0f} s: "
@@ -619,7 +615,7 @@ def main() -> int:
 
         # --- outage -----------------------------------------------------------------------------
         if all_ready and args.outage != 0:
-            platform = run_outage(args, work, platform, operator, api, names)
+            platform = run_outage(args, work, platform, operator, watch, names)
 
         # The specs never changed, so Ready was always for the current generation; check once.
         listed = kubectl.run("get", "bi", "-n", NAMESPACE, "-o", "json", timeout=300).stdout
@@ -648,6 +644,8 @@ def main() -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
         if api is not None:
             api.close()
+        if watch is not None:
+            watch.stop()
         stop_all(operator, platform, cluster)
         if succeeded and not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -90,10 +90,21 @@ def policy_in_force(kubectl: Kubectl, namespace: str) -> bool:
     """The API server has loaded the finalizer policy for ``namespace`` (it takes a second or so):
     a server-side dry run of a create, which passes every admission plugin, comes back with it."""
     probe = resource("BundleInstallation", "finalizer-probe", {"bundleRef": {"name": "b"}, "workspace": "w"})
-    out = kubectl.run(
-        "create", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-", stdin=json.dumps(probe)
-    ).stdout
-    return "bundle-operator.dev/finalizer" in (json.loads(out)["metadata"].get("finalizers") or [])
+    answer = kubectl.run(
+        "create",
+        "--dry-run=server",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        "-f",
+        "-",
+        stdin=json.dumps(probe),
+        check=False,
+    )
+    if answer.returncode != 0:
+        return False  # e.g. a CRD established a moment ago and not served yet
+    return "bundle-operator.dev/finalizer" in (json.loads(answer.stdout)["metadata"].get("finalizers") or [])
 
 
 @dataclass
