@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -167,7 +167,7 @@ class SpecDiffBase(kopf.AnnotationsDiffBaseStorage):
     """
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        essence = super().build(body=body, extra_fields=extra_fields)
+        essence = super().build(body=_essential(body), extra_fields=extra_fields)
         spec = essence.get("spec")
         if not isinstance(spec, dict):
             return essence
@@ -182,6 +182,15 @@ class SpecDiffBase(kopf.AnnotationsDiffBaseStorage):
                 if isinstance(entry, dict) and "value" in entry:
                     entry["value"] = f"(not kept: generation {generation})"
         return essence
+
+
+def _essential(body: kopf.Body) -> kopf.Body:
+    """The body without what kopf's essence drops anyway: kopf deep-copies the whole object first,
+    status and managedFields included, then throws all but the spec, labels and annotations away."""
+    meta = body.get("metadata") or {}
+    light: dict[str, Any] = {k: v for k, v in body.items() if k not in ("metadata", "status")}
+    light["metadata"] = {k: meta[k] for k in ("labels", "annotations") if k in meta}
+    return kopf.Body(cast(kopf.RawBody, light))
 
 
 @kopf.on.startup(registry=REGISTRY)
@@ -210,27 +219,33 @@ def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 # --- indexes: who refers to what ----------------------------------------------------------------
+# Coroutines, though none of them waits for anything: kopf runs a plain function in its thread pool,
+# a hop to another thread and back for every index of every event of every object.
 
 
 @kopf.index(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
-def installations_by_secret(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
+async def installations_by_secret(
+    namespace: str | None, name: str, spec: kopf.Spec, **_: Any
+) -> dict[Any, str]:
     return {(namespace, secret): name for secret in referenced_secrets(dict(spec))}
 
 
 @kopf.index(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
-def uninstall_secrets(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
+async def uninstall_secrets(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
     secret = uninstall_secret(dict(spec))
     return {(namespace, secret): name} if secret is not None else {}
 
 
 @kopf.index(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
-def installations_by_bundle(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
+async def installations_by_bundle(
+    namespace: str | None, name: str, spec: kopf.Spec, **_: Any
+) -> dict[Any, str]:
     ref = (spec.get("bundleRef") or {}).get("name")
     return {(namespace, ref): name} if isinstance(ref, str) else {}
 
 
 @kopf.index(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
-def installations_by_target(
+async def installations_by_target(
     namespace: str | None, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
 ) -> dict[Any, Peer]:
     url = runtime().platform_url_of(spec)
@@ -248,13 +263,15 @@ def installations_by_target(
 
 
 @kopf.index(GROUP, VERSION, ENDPOINT_PLURAL, registry=REGISTRY)
-def endpoints_by_installation(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
+async def endpoints_by_installation(
+    namespace: str | None, name: str, spec: kopf.Spec, **_: Any
+) -> dict[Any, str]:
     ref = (spec.get("installationRef") or {}).get("name")
     return {(namespace, ref): name} if isinstance(ref, str) else {}
 
 
 @kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
-def bundle_claims(
+async def bundle_claims(
     namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, **_: Any
 ) -> dict[Any, BundleClaim]:
     bundle_name = status.get("bundleName")
@@ -273,7 +290,7 @@ def bundle_claims(
 
 
 @kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
-def bundles_by_object(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
+async def bundles_by_object(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[Any, str]:
     source = spec.get("source") or {}
     keys: dict[Any, str] = {}
     if isinstance(source.get("configMapRef"), dict):
@@ -287,12 +304,12 @@ def bundles_by_object(namespace: str | None, name: str, spec: kopf.Spec, **_: An
 
 
 @kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
-def bundle_objects(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def bundle_objects(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): bundle_view(body)}
 
 
 @kopf.index("", "v1", "secrets", registry=REGISTRY, labels={LABEL_INSTALLATION: kopf.PRESENT})
-def state_secrets(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def state_secrets(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): state_view(body)}
 
 

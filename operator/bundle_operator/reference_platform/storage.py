@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS entities (
 );
 CREATE INDEX IF NOT EXISTS entities_by_kind ON entities (workspace, kind, seq);
 CREATE INDEX IF NOT EXISTS entities_by_name ON entities (workspace, kind, name);
+-- Gateway discovery reads every member of every workspace after each burst of writes.
+CREATE INDEX IF NOT EXISTS entities_of_kind ON entities (kind, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS entries_by_parent ON entities (parent, kind, name) WHERE parent IS NOT NULL;
 CREATE TABLE IF NOT EXISTS idempotency (
     workspace TEXT NOT NULL,
@@ -46,6 +48,10 @@ CREATE TABLE IF NOT EXISTS idempotency (
     created_at TEXT NOT NULL,
     PRIMARY KEY (workspace, kind, key)
 );
+-- Every create forgets its workspace's expired keys, and a replay looks a key up without its kind:
+-- without these each of them read every key the workspace ever recorded.
+CREATE INDEX IF NOT EXISTS idempotency_by_age ON idempotency (workspace, created_at);
+CREATE INDEX IF NOT EXISTS idempotency_by_key ON idempotency (workspace, key, created_at);
 CREATE TABLE IF NOT EXISTS gateway_audit (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     workspace TEXT NOT NULL,

@@ -207,3 +207,42 @@ def test_kopf_diff_base_keeps_no_setup_value_yet_changes_when_one_does() -> None
     assert storage.build(body=body("github_pat_OTHER", 4)) != essence
     # A metadata-only change (same generation) is no change.
     assert storage.build(body=body(token, 3)) == essence
+
+
+def test_kopf_diff_base_of_a_whole_object_is_kopfs_own_essence() -> None:
+    """The essence is built from the spec, labels and annotations alone (kopf would deep-copy the
+    status and managedFields first): the same essence as kopf's, so no change is missed or invented."""
+    prefix, key = "kopf.bundle-operator.dev", "last-handled-configuration"
+    body = kopf.Body(
+        {
+            "apiVersion": "bundle-operator.dev/v1alpha1",
+            "kind": "BundleInstallation",
+            "metadata": {
+                "name": "i",
+                "namespace": "ns",
+                "generation": 3,
+                "resourceVersion": "42",
+                "labels": {"team": "a"},
+                "annotations": {
+                    "bundle-operator.dev/inputs-changed": "Secret/s@7",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}",
+                    f"{prefix}/{key}": '{"spec": {}}',
+                },
+                "finalizers": ["bundle-operator.dev/finalizer"],
+                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:workspace": {}}}}],
+            },
+            "spec": {"workspace": "w", "bundleRef": {"name": "b"}, "driftPolicy": {"interval": "5m"}},
+            "status": {"observedGeneration": 2, "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    )
+    ours = SpecDiffBase(prefix=prefix, key=key).build(body=body)
+    assert ours == kopf.AnnotationsDiffBaseStorage(prefix=prefix, key=key).build(body=body)
+    assert ours == {
+        "spec": {"workspace": "w", "bundleRef": {"name": "b"}, "driftPolicy": {"interval": "5m"}},
+        "metadata": {
+            "labels": {"team": "a"},
+            "annotations": {"bundle-operator.dev/inputs-changed": "Secret/s@7"},
+        },
+    }
+    ours["spec"]["workspace"] = "changed"
+    assert body["spec"]["workspace"] == "w", "the essence is a copy"
