@@ -310,6 +310,8 @@ async def bundle_objects(namespace: str | None, name: str, body: kopf.Body, **_:
 
 @kopf.index("", "v1", "secrets", registry=REGISTRY, labels={LABEL_INSTALLATION: kopf.PRESENT})
 async def state_secrets(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    if RUNTIME is not None and namespace is not None:
+        RUNTIME.installations.caches.states.delivered(namespace, name, body)
     return {(namespace, name): state_view(body)}
 
 

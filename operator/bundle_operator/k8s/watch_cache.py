@@ -116,6 +116,17 @@ class StateSecrets:
         if self.index is not None:
             self._written[key] = state_view(body)
 
+    def delivered(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        """The watch delivered the Secret: a write of ours it has caught up with is kept no longer
+        (until a run looked the Secret up, a fleet's every record was held twice)."""
+        key = (namespace, name)
+        written = self._written.get(key)
+        if written is None:
+            return
+        seen_version, written_version = _version(body), _version(written)
+        if seen_version is not None and written_version is not None and seen_version >= written_version:
+            del self._written[key]
+
     def conflicted(self, namespace: str, name: str) -> None:
         """Somebody else wrote since: read the Secret from the API server next time."""
         key = (namespace, name)

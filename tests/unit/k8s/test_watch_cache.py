@@ -78,6 +78,18 @@ def test_the_own_write_wins_over_a_lagging_watch_until_the_watch_catches_up() ->
     assert states.lookup("ns", "s")["data"] == {"r": "theirs"}
 
 
+def test_an_own_write_is_let_go_once_the_watch_delivers_it_and_kept_while_it_lags() -> None:
+    states = StateSecrets()
+    states.index = index(s=secret("3", r="old"))
+    states.wrote("ns", "s", secret("7", r="mine"))
+    states.delivered("ns", "s", secret("5", r="between"))  # an older event: the write still wins
+    assert states.lookup("ns", "s")["data"] == {"r": "mine"}
+    states.delivered("ns", "s", secret("7", r="mine"))
+    assert states._written == {}, "a fleet's records would be held twice until their next run"
+    states.index = index(s=secret("7", r="mine"))
+    assert states.lookup("ns", "s")["data"] == {"r": "mine"}
+
+
 def test_a_created_state_secret_is_served_before_the_watch_delivers_it() -> None:
     states = StateSecrets()
     states.index = {}
