@@ -134,6 +134,14 @@ class Runtime:
         """Reconciles of one kind at once (--workers): bounds the writes in flight to the API server."""
         return self.kind_slots.setdefault(kind, asyncio.Semaphore(self.workers))
 
+    def forget(self, uid: str) -> None:
+        """The object is gone: what was kept per object goes too (its lock unless a run holds it)."""
+        self.last_run.pop(uid, None)
+        self.failed_at.pop(uid, None)
+        lock = self.locks.get(uid)
+        if lock is not None and not lock.locked():
+            del self.locks[uid]
+
     def lock(self, uid: str) -> asyncio.Lock:
         """One lock per object: the drift timer never runs beside a reconcile of the same object."""
         return self.locks.setdefault(uid, asyncio.Lock())
@@ -586,9 +594,7 @@ async def installation_deleted(
 
     await _guarded("BundleInstallation", body, retry, run)
     GAUGES.forget(namespace or "", name)
-    uid = body.get("metadata", {}).get("uid", "")
-    runtime().failed_at.pop(uid, None)
-    runtime().last_run.pop(uid, None)
+    runtime().forget(body.get("metadata", {}).get("uid", ""))
     # An installation refused as a duplicate of this one may go ahead now.
     for peer in _peers(spec, kwargs["installations_by_target"]):
         if peer.name != name or peer.namespace != namespace:
@@ -652,6 +658,8 @@ DELIVERIES = Deliveries()
 
 def _delivered(plural: str, body: kopf.Body, type: str | None) -> None:
     meta = body.get("metadata", {})
+    if type == "DELETED" and RUNTIME is not None:
+        RUNTIME.forget(str(meta.get("uid", "")))
     DELIVERIES.note(
         plural,
         str(meta.get("namespace", "")),
