@@ -15,8 +15,7 @@ import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
 from tests.e2e.operator_harness import EXAMPLES, finalizer_policy, policy_in_force, solo_operator, wait_ready
-from tests.e2e.test_chart import finalizer_owners
-from tests.gitops.tools import GitopsToolError, helm_binary
+from tests.e2e.test_chart import finalizer_owners, helm  # noqa: F401  (helm is a fixture)
 from tests.integration.platform.platform_harness import PlatformProcess
 
 pytestmark = pytest.mark.e2e
@@ -25,17 +24,8 @@ FINALIZER = "bundle-operator.dev/finalizer"
 NAME = "github-triage"
 
 
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    """helm from `make gitops-tools`; the tests fail (never skip) without it."""
-    try:
-        return helm_binary()
-    except GitopsToolError as error:
-        pytest.fail(f"the finalizer policy tests need helm: {error}")
-
-
 @pytest.fixture
-def policy(helm: Path, kubectl: Kubectl, solo_namespace: str) -> Iterator[str]:
+def policy(helm: Path, kubectl: Kubectl, solo_namespace: str) -> Iterator[str]:  # noqa: F811
     """The chart's policy for an operator that watches only the test's namespace; removed after."""
     docs = finalizer_policy(solo_namespace.removeprefix("e2e-solo-"), [solo_namespace])
     assert [d["kind"] for d in docs] == ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"]
