@@ -101,11 +101,9 @@ class StateSecrets:
         written = self._written.get(key)
         if written is None:
             return seen
-        seen_version, written_version = _version(seen), _version(written)
-        if written_version is None:
+        if _version(written) is None:
             return MISS
-        if seen_version is not None and seen_version >= written_version:
-            del self._written[key]  # the watch has caught up with the write
+        if self._caught_up(key, seen):
             return seen
         return written
 
@@ -119,13 +117,17 @@ class StateSecrets:
     def delivered(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
         """The watch delivered the Secret: a write of ours it has caught up with is kept no longer
         (until a run looked the Secret up, a fleet's every record was held twice)."""
-        key = (namespace, name)
+        self._caught_up((namespace, name), body)
+
+    def _caught_up(self, key: Key, seen: Mapping[str, Any] | None) -> bool:
+        """Whether the watch's ``seen`` is at least as new as this process's own write of ``key``;
+        if so the write is kept no longer."""
         written = self._written.get(key)
-        if written is None:
-            return
-        seen_version, written_version = _version(body), _version(written)
-        if seen_version is not None and written_version is not None and seen_version >= written_version:
-            del self._written[key]
+        seen_version, written_version = _version(seen), _version(written)
+        if seen_version is None or written_version is None or seen_version < written_version:
+            return False
+        del self._written[key]
+        return True
 
     def conflicted(self, namespace: str, name: str) -> None:
         """Somebody else wrote since: read the Secret from the API server next time."""
