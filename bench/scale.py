@@ -106,7 +106,6 @@ class Progress:
 
     ready_at: dict[str, float] = field(default_factory=dict)
     others: Counter[str] = field(default_factory=Counter)
-    looks: int = 0
     interrupted: bool = False
     peak_rss: float = float("nan")  # the operator's VmHWM at the last look, should it be gone later
 
@@ -188,7 +187,6 @@ def look_until_ready(
         if watch.error is not None:
             raise RuntimeError(f"the watch of the installations failed: {watch.error!r}")
         rows = watch.rows()
-        progress.looks += 1
         progress.peak_rss = peak(progress.peak_rss, proc_status(operator.process.pid, "VmHWM"))
         seen = tick - started
         progress.others = Counter()
@@ -461,12 +459,11 @@ def main() -> int:
             scope=("--all-namespaces",),
         )
         apply_crds(kubectl)
+        kubectl.run("create", "namespace", NAMESPACE)
         if not args.no_finalizer_policy:
             # What the chart installs on this cluster (it serves MutatingAdmissionPolicy).
             policy_docs = finalizer_policy("bench", [])
             kubectl.run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(policy_docs))
-        kubectl.run("create", "namespace", NAMESPACE)
-        if not args.no_finalizer_policy:
             wait_until(lambda: policy_in_force(kubectl, NAMESPACE), 30, "the finalizer policy in force")
         kubectl.run(
             "create", "secret", "generic", CREDENTIALS, "-n", NAMESPACE,

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ CRDS = ROOT / "crds"
 CHART = ROOT / "charts" / "bundle-operator"
 EXAMPLES = ROOT / "examples" / "k8s"
 MAP_API = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+FINALIZER = "bundle-operator.dev/finalizer"
 
 
 def resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +71,11 @@ def apply_crds(kubectl: Kubectl) -> None:
         kubectl.wait_for_condition("crd", crd, "Established", timeout=30)
 
 
+def helm_env() -> dict[str, str]:
+    """helm's environment: no repository config or cache of the user's (template and lint need none)."""
+    return {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
+
+
 def finalizer_policy(release: str, watch: list[str]) -> list[dict[str, Any]]:
     """The chart's finalizer policy and its binding, as helm renders them for a cluster that serves
     MutatingAdmissionPolicy (this one does) and an operator watching ``watch`` ([]: every namespace)."""
@@ -77,34 +83,33 @@ def finalizer_policy(release: str, watch: list[str]) -> list[dict[str, Any]]:
 
     values = yaml.safe_dump({"watchNamespaces": watch})
     args = ["template", release, str(CHART), "-f", "-", "--api-versions", MAP_API]
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
     out = subprocess.run(
-        [str(helm_binary()), *args], input=values, capture_output=True, text=True, env=env, check=True
+        [str(helm_binary()), *args], input=values, capture_output=True, text=True, env=helm_env(), check=True
     ).stdout
     return [
         doc for doc in yaml.safe_load_all(out) if doc and doc["kind"].startswith("MutatingAdmissionPolicy")
     ]
 
 
-def policy_in_force(kubectl: Kubectl, namespace: str) -> bool:
-    """The API server has loaded the finalizer policy for ``namespace`` (it takes a second or so):
-    a server-side dry run of a create, which passes every admission plugin, comes back with it."""
-    probe = resource("BundleInstallation", "finalizer-probe", {"bundleRef": {"name": "b"}, "workspace": "w"})
-    answer = kubectl.run(
-        "create",
-        "--dry-run=server",
-        "-n",
-        namespace,
-        "-o",
-        "json",
-        "-f",
-        "-",
-        stdin=json.dumps(probe),
-        check=False,
-    )
+def dry_run_create(
+    kubectl: Kubectl, obj: Mapping[str, Any], namespace: str, *, check: bool = True
+) -> dict[str, Any] | None:
+    """What the API server would store for ``obj``: a server-side dry run passes every admission
+    plugin and stores nothing. None when it refuses, unless ``check`` (then kubectl's error)."""
+    args = ("create", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-")
+    answer = kubectl.run(*args, stdin=json.dumps(obj), check=check)
     if answer.returncode != 0:
-        return False  # e.g. a CRD established a moment ago and not served yet
-    return "bundle-operator.dev/finalizer" in (json.loads(answer.stdout)["metadata"].get("finalizers") or [])
+        return None
+    stored: dict[str, Any] = json.loads(answer.stdout)
+    return stored
+
+
+def policy_in_force(kubectl: Kubectl, namespace: str) -> bool:
+    """The API server has loaded the finalizer policy for ``namespace`` (it takes a second or so).
+    A refused dry run counts as not yet: e.g. a CRD established a moment ago and not served yet."""
+    probe = resource("BundleInstallation", "finalizer-probe", {"bundleRef": {"name": "b"}, "workspace": "w"})
+    stored = dry_run_create(kubectl, probe, namespace, check=False)
+    return stored is not None and FINALIZER in (stored["metadata"].get("finalizers") or [])
 
 
 @dataclass

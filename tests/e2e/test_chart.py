@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import secrets
 import ssl
@@ -27,14 +26,21 @@ import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
 from tests.documents import bundle_document
-from tests.e2e.operator_harness import MAP_API, condition, free_port, policy_in_force, sigterm_and_wait
+from tests.e2e.operator_harness import (
+    CHART,
+    MAP_API,
+    condition,
+    free_port,
+    helm_env,
+    policy_in_force,
+    sigterm_and_wait,
+)
 from tests.gitops.tools import GitopsToolError, helm3_binary, helm_binary
 from tests.integration.platform.platform_harness import TOKEN, PlatformProcess, start_platform
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "bundle-operator"
 CI = CHART / "ci"
 VALUES_FILES = sorted(CI.glob("*-values.yaml"))
 BUNDLES_VALUES = CI / "bundles-values.yaml"
@@ -123,11 +129,6 @@ def run_helm(helm: Path, *args: str) -> str:
     if result.returncode != 0:
         raise HelmError(result.stderr.strip())
     return result.stdout
-
-
-def helm_env() -> dict[str, str]:
-    # No repository config or cache of the user's: template and lint need none.
-    return {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
 
 
 def render(

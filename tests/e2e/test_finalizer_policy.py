@@ -5,7 +5,6 @@ does not watch. Rendered from the chart by helm, applied to the dev cluster's re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,21 @@ import pytest
 import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
-from tests.e2e.operator_harness import EXAMPLES, finalizer_policy, policy_in_force, solo_operator, wait_ready
+from tests.e2e.operator_harness import (
+    EXAMPLES,
+    FINALIZER,
+    dry_run_create,
+    finalizer_policy,
+    policy_in_force,
+    resource,
+    solo_operator,
+    wait_ready,
+)
 from tests.e2e.test_chart import finalizer_owners, helm  # noqa: F401  (helm is a fixture)
 from tests.integration.platform.platform_harness import PlatformProcess
 
 pytestmark = pytest.mark.e2e
 
-FINALIZER = "bundle-operator.dev/finalizer"
 NAME = "github-triage"
 
 
@@ -31,6 +38,7 @@ def policy(helm: Path, kubectl: Kubectl, solo_namespace: str) -> Iterator[str]: 
     assert [d["kind"] for d in docs] == ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"]
     kubectl.run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(docs))
     try:
+        wait_until(lambda: policy_in_force(kubectl, solo_namespace), 30, "the policy to be in force")
         yield solo_namespace
     finally:
         for doc in reversed(docs):
@@ -38,29 +46,21 @@ def policy(helm: Path, kubectl: Kubectl, solo_namespace: str) -> Iterator[str]: 
 
 
 def installation(name: str, finalizers: list[str] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
+    obj = resource("BundleInstallation", name, {"bundleRef": {"name": "b"}, "workspace": "w"})
     if finalizers is not None:
-        meta["finalizers"] = finalizers
-    return {
-        "apiVersion": "bundle-operator.dev/v1alpha1",
-        "kind": "BundleInstallation",
-        "metadata": meta,
-        "spec": {"bundleRef": {"name": "b"}, "workspace": "w"},
-    }
+        obj["metadata"]["finalizers"] = finalizers
+    return obj
 
 
 def created(kubectl: Kubectl, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """What the API server would store: a server-side dry run passes every admission plugin."""
-    out = kubectl.run(
-        "create", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-", stdin=json.dumps(obj)
-    ).stdout
-    return json.loads(out)  # type: ignore[no-any-return]
+    stored = dry_run_create(kubectl, obj, namespace)
+    assert stored is not None
+    return stored
 
 
 def test_the_api_server_sets_the_finalizer_in_watched_namespaces_only(
     kubectl: Kubectl, crds: None, policy: str
 ) -> None:
-    wait_until(lambda: policy_in_force(kubectl, policy), 30, "the policy to be in force")
     kept = created(kubectl, installation("mine", ["example.com/keep"]), policy)
     assert kept["metadata"]["finalizers"] == ["example.com/keep", FINALIZER], "added once, after the user's"
     already = created(kubectl, installation("twice", [FINALIZER]), policy)
@@ -94,7 +94,6 @@ def test_the_operator_installs_and_uninstalls_without_adding_the_finalizer_itsel
     tmp_path: Path,
 ) -> None:
     ns = policy
-    wait_until(lambda: policy_in_force(kubectl, ns), 30, "the policy to be in force")
     spec = yaml.safe_load((EXAMPLES / "github-triage-installation.yaml").read_text())
     spec["spec"]["workspace"] = ns
     path = tmp_path / "installation.yaml"
