@@ -259,6 +259,8 @@ def test_default_values_render_one_cluster_wide_operator_and_the_embedded_platfo
         "--workers=64",
         "--webhook-port=9443",
         "--webhook-cert-dir=/var/run/bundle-operator/webhook",
+        "--webhook-failure-policy=Ignore",
+        "--webhook-timeout-seconds=5",
         f"--webhook-cert-secret={FULLNAME}-webhook-tls",
         f"--webhook-service={FULLNAME}-webhook",
         f"--webhook-configuration={FULLNAME}",

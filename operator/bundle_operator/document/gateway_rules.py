@@ -7,7 +7,6 @@ document itself presents must be unique.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
@@ -21,6 +20,7 @@ from bundle_operator.document.names import (
     slug_problem,
 )
 from bundle_operator.document.pointer import join_pointer
+from bundle_operator.document.prompt_text import placeholder_names
 
 
 class _Named(Protocol):
@@ -31,7 +31,6 @@ class _Named(Protocol):
 N = TypeVar("N", bound=_Named)
 
 GATEWAY_ENTITY = "gateway:gateway"
-PROMPT_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
 MAX_PROMPTS = 100
 MAX_RESOURCES = 200
@@ -248,7 +247,7 @@ def _prompts(gateway: Gateway, resource_names: set[str]) -> list[Issue]:
                 continue
             if message.text is not None:
                 text_bytes += len(message.text.encode("utf-8"))
-                for name in PROMPT_PLACEHOLDER.findall(message.text):
+                for name in placeholder_names(message.text):
                     if name not in declared:
                         issues.append(
                             _issue(

@@ -109,11 +109,10 @@ def _placeholder_strings(value: Any) -> list[str]:
     """Pointers of the strings holding a placeholder; pointers are built only for those."""
     found: list[str] = []
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
-    search = placeholders.PLACEHOLDER.search
     while stack:
         current, tokens = stack.pop()
         if isinstance(current, str):
-            if "${" in current and search(current):
+            if placeholders.has_reference(current):
                 found.append(to_pointer(tokens))
         elif isinstance(current, dict):
             stack.extend((v, (*tokens, k)) for k, v in current.items())

@@ -15,22 +15,32 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from bundle_operator.document.issues import shown
 from bundle_operator.document.parse import parse_bundle_data
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.resources import (
     BUNDLE_PLURAL,
+    GROUP,
     BundleInstallationSpec,
     BundleSpec,
     EndpointSpec,
 )
 from bundle_operator.k8s.sources import SourceError, check_one_source
 
-GROUP = "bundle-operator.dev"
 # kubectl prints every cause; an answer stays readable (and small) with the first ones.
 MAX_CAUSES = 20
 MAX_WARNINGS = 20
 # The API server drops a warning longer than this.
 MAX_WARNING_CHARS = 256
+# A cause's message names a code, a path and at most a key: longer is a key someone made long.
+MAX_CAUSE_CHARS = 512
+JUDGED_KINDS = frozenset({"Bundle", "BundleInstallation", "Endpoint"})
+# Deletes and connects are never judged: an object already stored can always be removed.
+NOT_JUDGED_OPERATIONS = frozenset({"DELETE", "CONNECT"})
+# The one subresource our kinds have; its updates change no spec.
+STATUS_SUBRESOURCE = "status"
+MAX_SETUP_ENTRIES = 200  # as the CRD's schema says
+SETUP_SHAPE = "each setup entry is {key, value} or {key, secretKeyRef}"
 
 
 class BundleReader(Protocol):
@@ -42,43 +52,100 @@ class BundleReader(Protocol):
 
 @dataclass
 class Verdict:
-    """Allowed or refused, with one cause per problem (``field``, ``reason``, ``message``)."""
+    """Allowed or refused, with one cause per problem (``field``, ``reason``, ``message``).
+
+    Causes past ``MAX_CAUSES`` are counted, not kept: a request with a million bad entries gets
+    an answer of the same size as one with twenty.
+    """
 
     allowed: bool = True
     causes: list[dict[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    more: int = 0
 
     def refuse(self, reason: str, field_path: str, message: str) -> None:
         """Add a problem; its message starts with its code, which is all kubectl shows of it."""
         self.allowed = False
-        self.causes.append({"reason": reason, "field": field_path, "message": f"{reason}: {message}"})
+        if len(self.causes) >= MAX_CAUSES:
+            self.more += 1
+            return
+        text = f"{reason}: {message}"
+        if len(text) > MAX_CAUSE_CHARS:
+            text = text[: MAX_CAUSE_CHARS - 1] + "…"
+        self.causes.append({"reason": reason, "field": field_path[:MAX_CAUSE_CHARS], "message": text})
+
+    def warn(self, warning: str) -> None:
+        """Add a warning for kubectl to print, while there is room for one."""
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(warning[:MAX_WARNING_CHARS])
+
+    @property
+    def all_causes(self) -> list[dict[str, str]]:
+        """The causes kept, and one that counts the others when there were more."""
+        if not self.more:
+            return self.causes
+        more = f"more_issues: {self.more} more problems; bundlectl analyze lists all"
+        return [*self.causes, {"reason": "more_issues", "field": "/", "message": more}]
 
     @property
     def message(self) -> str:
         """Every problem on one line: ``code at path: message; ...``."""
-        shown = [f"{c['reason']} at {c['field']}: {c['message'].split(': ', 1)[-1]}" for c in self.causes]
+        shown = [f"{c['reason']} at {c['field']}: {c['message'].split(': ', 1)[-1]}" for c in self.all_causes]
         return "; ".join(shown)
 
 
+def unreadable(field_path: str, message: str) -> Verdict:
+    """The verdict on a review the webhook cannot read: refused, since it cannot be judged."""
+    verdict = Verdict()
+    verdict.refuse("invalid_review", field_path, message)
+    return verdict
+
+
 async def review(request: dict[str, Any], bundles: BundleReader) -> Verdict:
-    """The verdict on one AdmissionReview request of our group."""
-    if request.get("operation") not in ("CREATE", "UPDATE") or request.get("subResource"):
+    """The verdict on one AdmissionReview request of our group.
+
+    What the webhook cannot read is refused: a review it does not understand is never let through
+    as if it had been judged.
+    """
+    given = request.get("operation")
+    operation = given if isinstance(given, str) else ""
+    if operation in NOT_JUDGED_OPERATIONS:
         return Verdict()
+    if operation not in ("CREATE", "UPDATE"):
+        return unreadable("request.operation", "must be CREATE, UPDATE, DELETE or CONNECT")
+    sub = request.get("subResource")
+    if sub == STATUS_SUBRESOURCE:
+        return Verdict()
+    if sub not in (None, ""):
+        return unreadable("request.subResource", "only the status subresource is served")
+    kind = _kind(request.get("kind"))
+    if kind is None:
+        return unreadable("request.kind", f"must name a kind of {GROUP}: {', '.join(sorted(JUDGED_KINDS))}")
     obj = request.get("object")
     if not isinstance(obj, dict):
-        return Verdict()
+        return unreadable("request.object", f"a {operation} carries the object as a JSON object")
+    for part in ("metadata", "spec"):
+        if not isinstance(obj.get(part), dict | None):
+            return unreadable(f"request.object.{part}", "must be a JSON object")
     old = request.get("oldObject")
-    if request.get("operation") == "UPDATE" and isinstance(old, dict) and old.get("spec") == obj.get("spec"):
+    if operation == "UPDATE" and isinstance(old, dict) and old.get("spec") == obj.get("spec"):
         return Verdict()  # metadata only (a finalizer removed, a label): nothing to judge
-    kind = (request.get("kind") or {}).get("kind")
     if kind == "Bundle":
         return await _bundle(obj)
     if kind == "BundleInstallation":
-        namespace = str(request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or "")
+        namespace = request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
+        if not isinstance(namespace, str):
+            return unreadable("request.namespace", "must be a string")
         return await _installation(obj, namespace, bundles)
-    if kind == "Endpoint":
-        return _shape(EndpointSpec, obj, Verdict())
-    return Verdict()
+    return _shape(EndpointSpec, obj, Verdict())
+
+
+def _kind(given: object) -> str | None:
+    """The kind a review's ``kind`` (a group, version and kind) names, when it is one of ours."""
+    if not isinstance(given, dict) or given.get("group") != GROUP:
+        return None
+    kind = given.get("kind")
+    return kind if isinstance(kind, str) and kind in JUDGED_KINDS else None
 
 
 def _shape(model: type[BaseModel], obj: dict[str, Any], verdict: Verdict) -> Verdict:
@@ -105,17 +172,9 @@ async def _bundle(obj: dict[str, Any]) -> Verdict:
     parsed = await asyncio.to_thread(parse_bundle_data, spec.source.inline)
     for issue in parsed.issues:
         if issue.blocking:
-            if len(verdict.causes) < MAX_CAUSES:
-                verdict.refuse(str(issue.code), issue.path or "/", issue.message)
-            else:
-                verdict.allowed = False
-        elif len(verdict.warnings) < MAX_WARNINGS:
-            warning = f"{issue.code} at {issue.path or '/'}: {issue.message}"
-            verdict.warnings.append(warning[:MAX_WARNING_CHARS])
-    blocking = sum(1 for i in parsed.issues if i.blocking)
-    if blocking > MAX_CAUSES:
-        more = f"{blocking - MAX_CAUSES} more blocking issues; bundlectl analyze lists all"
-        verdict.causes.append({"reason": "more_issues", "field": "/", "message": f"more_issues: {more}"})
+            verdict.refuse(str(issue.code), issue.path or "/", issue.message)
+        else:
+            verdict.warn(f"{issue.code} at {issue.path or '/'}: {issue.message}")
     return verdict
 
 
@@ -124,47 +183,56 @@ async def _installation(obj: dict[str, Any], namespace: str, bundles: BundleRead
     spec = obj.get("spec") or {}
     given = spec.get("setup")
     setup: list[Any] = given if isinstance(given, list) else []
+    if len(setup) > MAX_SETUP_ENTRIES:
+        verdict.refuse("invalid_setup", "/spec/setup", f"at most {MAX_SETUP_ENTRIES} setup entries")
+        return verdict
     seen: set[str] = set()
     for index, item in enumerate(setup):
         at = f"/spec/setup/{index}"
-        if not isinstance(item, dict):
-            verdict.refuse("invalid_setup", at, "each setup entry is {key, value} or {key, secretKeyRef}")
+        key = item.get("key") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not isinstance(key, str):
+            verdict.refuse("invalid_setup", at, SETUP_SHAPE)
             continue
-        key = str(item.get("key") or "")
         has_value, has_ref = (
             "value" in item and item["value"] is not None,
             item.get("secretKeyRef") is not None,
         )
         if has_value == has_ref:
             verdict.refuse(
-                "invalid_setup", at, f"setup key '{key}': give exactly one of value or secretKeyRef"
+                "invalid_setup", at, f"setup key '{shown(key)}': give exactly one of value or secretKeyRef"
             )
         if key in seen:
-            verdict.refuse("duplicate_setup_key", at, f"setup key '{key}' is given twice")
+            verdict.refuse("duplicate_setup_key", at, f"setup key '{shown(key)}' is given twice")
         seen.add(key)
     if not verdict.allowed:
         return verdict
-    verdict = _shape(BundleInstallationSpec, obj, verdict)
-    if not verdict.allowed:
+    try:
+        checked = BundleInstallationSpec.model_validate(spec)
+    except ValidationError as exc:
+        verdict.refuse("invalid_spec", "spec", cond.spec_error(exc))
         return verdict
-    name = (spec.get("bundleRef") or {}).get("name")
-    bundle = await bundles.read_custom(BUNDLE_PLURAL, namespace, str(name)) if name else None
-    fields = ((bundle or {}).get("status") or {}).get("setupFields")
+    name = checked.bundle_ref.name
+    bundle = await bundles.read_custom(BUNDLE_PLURAL, namespace, name) if namespace else None
+    status = (bundle or {}).get("status")
+    fields = status.get("setupFields") if isinstance(status, dict) else None
     if not isinstance(fields, list):
         return verdict  # no Bundle yet, or not resolved yet: the operator checks it later
     declared = {str(f.get("key")): str(f.get("type")) for f in fields if isinstance(f, dict)}
-    for index, item in enumerate(setup):
-        key, at = str(item.get("key") or ""), f"/spec/setup/{index}"
-        if key not in declared:
-            known = ", ".join(sorted(declared)) or "none"
+    known = ", ".join(shown(k) for k in sorted(declared)[:MAX_CAUSES]) or "none"
+    for index, entry in enumerate(checked.setup):
+        at = f"/spec/setup/{index}"
+        if entry.key not in declared:
             verdict.refuse(
-                "unknown_setup_key", at, f"bundle {name} declares no setup field '{key}' (it has: {known})"
+                "unknown_setup_key",
+                at,
+                f"bundle {shown(name)} declares no setup field '{shown(entry.key)}' (it has: {known})",
             )
-        elif declared[key] == "secret" and item.get("value") is not None:
+        elif declared[entry.key] == "secret" and entry.value is not None:
             verdict.refuse(
                 "secret_as_value",
                 at,
-                f"setup field '{key}' is a secret: put it in a Secret and refer to it with secretKeyRef",
+                f"setup field '{shown(entry.key)}' is a secret: put it in a Secret and refer to it "
+                "with secretKeyRef",
             )
     return verdict
 
@@ -177,7 +245,7 @@ def admission_response(uid: str, verdict: Verdict) -> dict[str, Any]:
             "code": 422,
             "reason": "Invalid",
             "message": verdict.message,
-            "details": {"causes": verdict.causes},
+            "details": {"causes": verdict.all_causes},
         }
     if verdict.warnings:
         response["warnings"] = verdict.warnings

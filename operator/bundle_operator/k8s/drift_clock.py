@@ -40,15 +40,27 @@ TICK_SECONDS = 5.0
 # what they send anyway.
 CHECKS_AT_ONCE = 16
 
-_DURATION = re.compile(r"([0-9]+)(s|m|h)")
+# Anchored, and read as tokens after: a search for number-and-unit from every digit of a long run
+# without a unit is quadratic. The CRD's pattern sets no length: a number of thousands of digits is
+# more than int() takes, and more than any interval anyone means.
+_DURATION = re.compile(r"\A(?:[0-9]+[smh])+\Z")
+_TOKEN = re.compile(r"[0-9]+|[smh]")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
+# A year: a longer interval is read as this, never as an overflow.
+MAX_INTERVAL_SECONDS = 366 * 24 * 3600.0
 
 
 def parse_interval(text: str | None, default: float = 300.0) -> float:
-    """``30s``, ``5m``, ``1h30m`` in seconds (at least 5)."""
-    if not text:
+    """``30s``, ``5m``, ``1h30m`` in seconds (at least 5, at most a year); ``default`` for anything else."""
+    if not text or not _DURATION.match(text):
         return default
-    seconds = sum(int(n) * {"s": 1, "m": 60, "h": 3600}[unit] for n, unit in _DURATION.findall(text))
-    return max(5.0, float(seconds)) if seconds else default
+    tokens = _TOKEN.findall(text)
+    seconds = 0.0
+    for number, unit in zip(tokens[::2], tokens[1::2], strict=True):
+        if len(number.lstrip("0")) > 12:
+            return MAX_INTERVAL_SECONDS
+        seconds += int(number) * _UNIT_SECONDS[unit]
+    return min(max(5.0, seconds), MAX_INTERVAL_SECONDS) if seconds else default
 
 
 def drift_slot(now: float, interval: float, platform_url: str, workspace: str) -> float:

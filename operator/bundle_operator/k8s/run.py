@@ -49,7 +49,12 @@ from bundle_operator.k8s.reconcile import ABANDON_UNINSTALL_AFTER, OperatorSetti
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL, INSTALLATION_PLURAL
 from bundle_operator.k8s.source_types import SourceSettings
 from bundle_operator.k8s.watch_lag import WatchLag
-from bundle_operator.k8s.webhook import serve_webhook
+from bundle_operator.k8s.webhook import (
+    FAILURE_POLICIES,
+    WEBHOOK_TIMEOUT_SECONDS,
+    answer_seconds,
+    serve_webhook,
+)
 from bundle_operator.k8s.webhook_certs import CertificateKeeper, CertificateSettings
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
 from bundle_operator.platform.gate import DEFAULT_LIMIT
@@ -110,6 +115,9 @@ class RunOptions:
     webhook_cert_dir: Path | None = None
     # With a Secret name, the operator makes and renews the webhook's certificate itself.
     webhook_certificates: CertificateSettings | None = None
+    # The webhook configuration's: what an analysis out of time gets, and when time is out.
+    webhook_failure_policy: str = "Fail"
+    webhook_timeout_seconds: int = WEBHOOK_TIMEOUT_SECONDS
     abandon_uninstall_after: float = ABANDON_UNINSTALL_AFTER
 
 
@@ -161,6 +169,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="make the webhook's certificate, keep it in this Secret of the operator's namespace, renew "
         "it before it expires and write it to --webhook-cert-dir (without it, the files come from elsewhere, "
         "e.g. cert-manager)",
+    )
+    parser.add_argument(
+        "--webhook-failure-policy",
+        choices=FAILURE_POLICIES,
+        default="Fail",
+        help="the webhook configuration's failurePolicy: an analysis that does not finish in time is "
+        "refused under Fail (the default) and admitted with a warning under Ignore",
+    )
+    parser.add_argument(
+        "--webhook-timeout-seconds",
+        type=int,
+        choices=range(1, 31),
+        metavar="SECONDS",
+        default=WEBHOOK_TIMEOUT_SECONDS,
+        help="the webhook configuration's timeoutSeconds (1 to 30); every review is answered a second "
+        f"before it (default {WEBHOOK_TIMEOUT_SECONDS})",
     )
     parser.add_argument("--webhook-service", metavar="NAME", help="the Service the certificate is for")
     parser.add_argument(
@@ -267,6 +291,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         webhook_port=args.webhook_port,
         webhook_cert_dir=args.webhook_cert_dir,
         webhook_certificates=_certificates_from(args),
+        webhook_failure_policy=args.webhook_failure_policy,
+        webhook_timeout_seconds=args.webhook_timeout_seconds,
         abandon_uninstall_after=args.abandon_uninstall_after,
     )
 
@@ -401,7 +427,14 @@ async def run_operator(options: RunOptions) -> None:
     if options.webhook_port is not None and options.webhook_cert_dir is not None:
         # Every replica answers admission, leader or standby: the API server picks any endpoint.
         runners.append(
-            await serve_webhook(options.host, options.webhook_port, options.webhook_cert_dir, kube)
+            await serve_webhook(
+                options.host,
+                options.webhook_port,
+                options.webhook_cert_dir,
+                kube,
+                failure_policy=options.webhook_failure_policy,
+                answer_seconds=answer_seconds(options.webhook_timeout_seconds),
+            )
         )
     log.info(
         "operator starting: %s, default platform %s%s",

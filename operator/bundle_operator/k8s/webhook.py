@@ -2,9 +2,11 @@
 
 It serves ``DIR/tls.crt`` and ``DIR/tls.key`` (cert-manager's names) and loads them again when
 they change, for new connections, without a restart. A request that is not an AdmissionReview
-gets a 400 naming what is wrong; a body over ``MAX_BODY_BYTES`` a 413; an answer that takes longer
-than ``ANSWER_SECONDS`` admits the object with a warning (the operator still judges it in status),
-so a slow analysis never blocks ``kubectl apply`` past the API server's timeout.
+gets a 400 naming what is wrong; a body over ``MAX_BODY_BYTES`` a 413. What the webhook cannot
+judge it answers the way the webhook configuration's ``failurePolicy`` would have the API server
+answer: an analysis that takes longer than ``ANSWER_SECONDS`` is refused under ``Fail`` and
+admitted with a warning under ``Ignore`` (the operator still judges it in status), before the API
+server's own timeout. A review it cannot read, or that fails inside, is refused.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bundle_operator.k8s.admission import BundleReader, Verdict, admission_response, review
+from bundle_operator.k8s.admission import BundleReader, Verdict, admission_response, review, unreadable
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +30,15 @@ PATH = "/validate"
 # An AdmissionReview holds the object and, on update, the old one; an inline document is at most
 # 5 MiB as text, and the API server stores far less than this.
 MAX_BODY_BYTES = 16 * 1024 * 1024
-# The webhook configuration gives the API server 5 s; answer before that.
+# The webhook configuration's timeoutSeconds by default (the chart's value); answer a second before.
+WEBHOOK_TIMEOUT_SECONDS = 5
 ANSWER_SECONDS = 4.0
 RELOAD_SECONDS = 2.0
+# An inline document nests at most 64 levels (document/source.py) under a handful of the review's
+# own; deeper is refused before anything walks it.
+MAX_REVIEW_DEPTH = 96
+FAILURE_POLICIES = ("Fail", "Ignore")
+NOT_IN_TIME = "not analyzed at admission in time"
 
 
 @dataclass
@@ -78,8 +86,58 @@ def _bad_request(message: str) -> web.Response:
     return web.json_response({"error": message}, status=400)
 
 
-def handler(bundles: BundleReader, answer_seconds: float = ANSWER_SECONDS) -> Any:
-    """The ``POST /validate`` handler."""
+def answer_seconds(timeout_seconds: int) -> float:
+    """How long a review may take when the API server waits ``timeout_seconds`` for the answer."""
+    return max(timeout_seconds - 1.0, timeout_seconds * 0.6)
+
+
+def _depth(value: Any) -> int:
+    """How deep lists and objects nest in ``value``, walked without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, dict | list):
+            if depth > MAX_REVIEW_DEPTH:
+                return depth
+            deepest = max(deepest, depth)
+            items = current.values() if isinstance(current, dict) else current
+            stack.extend((item, depth + 1) for item in items)
+    return deepest
+
+
+def _not_in_time(failure_policy: str) -> Verdict:
+    """What an analysis that ran out of time gets: what the API server's failure policy would give."""
+    if failure_policy == "Ignore":
+        return Verdict(warnings=[f"{NOT_IN_TIME}; the operator reports it in status"])
+    verdict = Verdict()
+    verdict.refuse(
+        "not_analyzed_in_time",
+        "/",
+        f"{NOT_IN_TIME} (the webhook's failurePolicy is Fail); try again, or run bundlectl analyze on "
+        "the document",
+    )
+    return verdict
+
+
+async def _judge(
+    review_request: dict[str, Any], bundles: BundleReader, answer_seconds: float, failure_policy: str
+) -> Verdict:
+    try:
+        return await asyncio.wait_for(review(review_request, bundles), answer_seconds)
+    except TimeoutError:
+        log.warning("an admission review was not analyzed within %.1f s", answer_seconds)
+        return _not_in_time(failure_policy)
+    except Exception as exc:
+        # Logged by type only: the review holds the user's document, credentials included.
+        log.error("an admission review failed: %s", type(exc).__name__)
+        return unreadable("request", "the webhook could not read this review")
+
+
+def handler(
+    bundles: BundleReader, answer_seconds: float = ANSWER_SECONDS, failure_policy: str = "Fail"
+) -> Any:
+    """The ``POST /validate`` handler; ``failure_policy`` is the webhook configuration's."""
 
     async def validate(request: web.Request) -> web.Response:
         raw = await request.read()
@@ -87,6 +145,8 @@ def handler(bundles: BundleReader, answer_seconds: float = ANSWER_SECONDS) -> An
             body = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:
             return _bad_request("the body is not UTF-8 text")
+        except RecursionError:
+            return _bad_request(f"the body nests more than {MAX_REVIEW_DEPTH} levels deep")
         except ValueError:
             return _bad_request("the body is not JSON")
         if not isinstance(body, dict) or body.get("kind") != "AdmissionReview":
@@ -96,24 +156,30 @@ def handler(bundles: BundleReader, answer_seconds: float = ANSWER_SECONDS) -> An
         review_request = body.get("request")
         if not isinstance(review_request, dict) or not isinstance(review_request.get("uid"), str):
             return _bad_request("the AdmissionReview has no request with a uid")
-        try:
-            verdict = await asyncio.wait_for(review(review_request, bundles), answer_seconds)
-        except TimeoutError:
-            verdict = Verdict(
-                warnings=["not analyzed at admission in time; the operator reports it in status"]
-            )
-        return web.json_response(admission_response(review_request["uid"], verdict))
+        uid = review_request["uid"]
+        if _depth(review_request) > MAX_REVIEW_DEPTH:
+            verdict = unreadable("request", f"the review nests more than {MAX_REVIEW_DEPTH} levels deep")
+        else:
+            verdict = await _judge(review_request, bundles, answer_seconds, failure_policy)
+        return web.json_response(admission_response(uid, verdict))
 
     return validate
 
 
 async def serve_webhook(
-    host: str, port: int, cert_dir: Path, bundles: BundleReader, *, reload_every: float = RELOAD_SECONDS
+    host: str,
+    port: int,
+    cert_dir: Path,
+    bundles: BundleReader,
+    *,
+    failure_policy: str = "Fail",
+    answer_seconds: float = ANSWER_SECONDS,
+    reload_every: float = RELOAD_SECONDS,
 ) -> web.AppRunner:
     """Serve ``POST /validate`` over HTTPS on ``host:port``; call ``cleanup()`` to stop."""
     serving = ServingCertificate.load(cert_dir)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    app.router.add_post(PATH, handler(bundles))
+    app.router.add_post(PATH, handler(bundles, answer_seconds, failure_policy))
     follower: asyncio.Task[None] | None = None
 
     async def stop_following(_app: web.Application) -> None:

@@ -29,7 +29,7 @@ import yaml
 
 from bundle_operator.document.runtimes import unsupported_runtime_reason
 from bundle_operator.mcpb.errors import Refused
-from bundle_operator.mcpb.launch import RUNTIMES
+from bundle_operator.mcpb.launch import RUNTIMES, substitute_variables
 from bundle_operator.mcpb.reader import Inspection
 from bundle_operator.mcpb.setup_fields import SetupField, this_computers_folders
 
@@ -39,7 +39,6 @@ _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
 )
-_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
 
 @dataclass
@@ -75,8 +74,7 @@ def mcp_key(name: str) -> str:
 def _substitute(
     text: str, root: str, separator: str, folders: Mapping[str, str], setup_keys: Mapping[str, str]
 ) -> str:
-    def value(match: re.Match[str]) -> str:
-        name = match.group(1)
+    def value(name: str) -> str:
         if name == "__dirname":
             return root
         if name in ("pathSeparator", "/"):
@@ -85,7 +83,7 @@ def _substitute(
             return "${setup." + setup_keys[name.removeprefix("user_config.")] + "}"
         return folders[name]
 
-    return _VARIABLE.sub(value, text)
+    return substitute_variables(text, value)
 
 
 def _setup_entry(f: SetupField) -> dict[str, Any]:

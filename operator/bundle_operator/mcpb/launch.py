@@ -10,7 +10,7 @@ written out above ``_RUNTIME_PREFIXES``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bundle_operator.mcpb.entries import check_relative_path
@@ -23,7 +23,9 @@ RUNTIMES = ("node", "python", "python3")
 FOLDER_VARIABLES = ("HOME", "DESKTOP", "DOCUMENTS", "DOWNLOADS")
 SEPARATOR_VARIABLES = ("pathSeparator", "/")
 DIRNAME = "${__dirname}"
-_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+# An opening with no "}" after it matches to the end of the text (and is not a variable): a start
+# that could fail would be tried again from every later "${", each reading to the end.
+_VARIABLE = re.compile(r"\$\{([^}]*+)(?:\}|\Z)")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # The environment policy, by name (compared in upper case, as Windows does):
@@ -126,8 +128,23 @@ def effective_config(config: McpConfig, platform: str) -> LaunchConfig:
     return LaunchConfig(command=command, args=list(args), env=dict(env))
 
 
+def variables(text: str) -> list[re.Match[str]]:
+    """Every ``${name}`` in ``text``, in order, found in linear time."""
+    return [match for match in _VARIABLE.finditer(text) if match.group().endswith("}")]
+
+
+def substitute_variables(text: str, value: Callable[[str], str]) -> str:
+    """``text`` with each ``${name}`` replaced by ``value(name)``; inserted values are not expanded."""
+    parts: list[str] = []
+    end = 0
+    for match in variables(text):
+        parts += [text[end : match.start()], value(match.group(1))]
+        end = match.end()
+    return "".join(parts) + text[end:]
+
+
 def _variables(text: str, where: str, user_keys: set[str]) -> None:
-    for name in _VARIABLE.findall(text):
+    for name in (match.group(1) for match in variables(text)):
         if name.startswith("user_config."):
             if name.removeprefix("user_config.") not in user_keys:
                 raise Refused(
@@ -148,7 +165,7 @@ def _inside_bundle(path: str, platform: str, limits: Limits) -> str | None:
     rest = path[len(DIRNAME) :]
     if rest in ("", "/"):
         return ""
-    if not rest.startswith("/") or _VARIABLE.search(rest):
+    if not rest.startswith("/") or variables(rest):
         return None
     try:
         return check_relative_path(rest[1:], "path", limits)

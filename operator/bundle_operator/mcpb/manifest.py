@@ -24,7 +24,9 @@ UV_INTRODUCED_IN = "0.4"
 
 Platform = Literal["darwin", "linux", "win32"]
 NonEmpty = Annotated[str, Field(min_length=1)]
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# An address is local@domain with a dot inside the domain. Said as one pattern
+# ([^@\s]+@[^@\s]+\.[^@\s]+) it backtracks in quadratic time over a domain of many dots.
+_EMAIL_PART = re.compile(r"[^@\s]+")
 _RANGE = re.compile(r"^[0-9A-Za-z.*^~<>=|+\- ]+$")
 _BCP47 = re.compile(r"^[A-Za-z0-9]{2,8}(?:-[A-Za-z0-9]{1,8})*$")
 # No manifest field nests deeper than a few levels; _meta is free-form, so leave it room. The bound
@@ -33,8 +35,15 @@ MAX_NESTING = 64
 # Integers in a manifest are small (min, max, defaults); Python refuses to parse very long ones
 # with a ValueError, so a bound well under that keeps the refusal ours.
 MAX_INTEGER_DIGITS = 100
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string, or an unterminated one to the end of the text: a start that could fail would be tried
+# again from every later quote, each reading to the end (quadratic on '"\\"\\"\\"...').
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.DOTALL)
 _NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def _is_email(value: str) -> bool:
+    local, at, domain = value.partition("@")
+    return bool(at and _EMAIL_PART.fullmatch(local) and _EMAIL_PART.fullmatch(domain) and "." in domain[1:-1])
 
 
 def _url(value: str) -> str:
@@ -66,7 +75,7 @@ class Author(_Strict):
     @field_validator("email")
     @classmethod
     def _email(cls, v: str | None) -> str | None:
-        if v is not None and not _EMAIL.match(v):
+        if v is not None and not _is_email(v):
             raise ValueError("must be an email address")
         return v
 

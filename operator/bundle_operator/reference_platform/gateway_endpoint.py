@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -32,6 +31,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from bundle_operator.document.prompt_text import render
 from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
 from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView
 from bundle_operator.reference_platform.member_link import MemberLink
@@ -40,7 +40,6 @@ from bundle_operator.reference_platform.member_link import MemberLink
 MAX_REQUEST_BODY = DEFAULT_MAX_REQUEST_BODY_SIZE
 # Handshake-era sessions remembered per endpoint for notifications; the oldest go beyond this.
 MAX_LEGACY_SESSIONS = 1024
-_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _SEPARATOR = "__"
 _LISTS = ("tools", "prompts", "resources")
 _EVENTS: dict[str, Callable[[], ServerEvent]] = {
@@ -66,11 +65,6 @@ class Upstream(Protocol):
 
 def _not_found(what: str) -> MCPError:
     return MCPError(code=types.INVALID_PARAMS, message=what)
-
-
-def render(text: str, arguments: dict[str, str]) -> str:
-    """Replace ``{{name}}`` once with its value; a value is inserted as written, never expanded."""
-    return _PLACEHOLDER.sub(lambda match: arguments.get(match.group(1), ""), text)
 
 
 class _AnnouncingServer(Server[Any]):

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 # The name rules analyze checks too, from their one definition.
 from bundle_operator.document.names import SEPARATOR as SEPARATOR
-from bundle_operator.document.names import member_name_problem, prompt_name_problem
+from bundle_operator.document.names import SLUG_MAX, member_name_problem, prompt_name_problem
+from bundle_operator.document.prompt_text import placeholder_names
 from bundle_operator.platform.models import GatewayPromptPut
 from bundle_operator.reference_platform.context import Context
 from bundle_operator.reference_platform.problems import ApiError, conflict, refused
@@ -30,8 +30,9 @@ MAX_RESOURCE = 256 * 1024
 MAX_RESOURCES_TOTAL = 4 * 1024 * 1024
 # The member order request names every member and takes at most this many names.
 MAX_MEMBERS = 200
+# The longest name a presented tool can have: ``member__tool`` of two slugs (an override is one).
+MAX_PRESENTED_NAME = SLUG_MAX + len(SEPARATOR) + SLUG_MAX
 
-_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -131,6 +132,12 @@ def prompt_text_size(prompt: GatewayPromptPut) -> int:
 
 def check_prompt(prompt: GatewayPromptPut, resources: set[str]) -> None:
     """Refuse a prompt whose name, placeholders or embedded resources the gateway cannot serve."""
+    # The size first: the placeholders of text over the limit are never read.
+    size = prompt_text_size(prompt)
+    if size > MAX_PROMPT_TEXT:
+        raise limit(
+            "messages", f"the prompt has {size} bytes of message text; the limit is {MAX_PROMPT_TEXT}"
+        )
     problem = prompt_name_problem(prompt.name)
     if problem is not None:
         raise refused("name", f"a bundle prompt name {problem}")
@@ -141,7 +148,7 @@ def check_prompt(prompt: GatewayPromptPut, resources: set[str]) -> None:
         declared.add(argument.name)
     for i, message in enumerate(prompt.messages):
         if message.text is not None:
-            for placeholder in _PLACEHOLDER.findall(message.text):
+            for placeholder in placeholder_names(message.text):
                 if placeholder not in declared:
                     raise refused(
                         f"messages.{i}.text",
@@ -154,11 +161,6 @@ def check_prompt(prompt: GatewayPromptPut, resources: set[str]) -> None:
                 f"the bundle has no resource '{message.resource}'",
                 code="unknown_resource",
             )
-    size = prompt_text_size(prompt)
-    if size > MAX_PROMPT_TEXT:
-        raise limit(
-            "messages", f"the prompt has {size} bytes of message text; the limit is {MAX_PROMPT_TEXT}"
-        )
 
 
 def limit(field: str, message: str) -> ApiError:

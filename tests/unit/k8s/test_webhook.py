@@ -1,5 +1,6 @@
 """The webhook's HTTPS server: AdmissionReviews answered, bad bodies refused with 400 or 413 and
-the server still serving, certificates reloaded without a restart, a slow answer admitted."""
+the server still serving, certificates reloaded without a restart, a slow answer judged by the
+failure policy, and hostile reviews refused without slowing the others."""
 
 from __future__ import annotations
 
@@ -124,20 +125,53 @@ async def test_a_new_certificate_is_served_without_a_restart(served: Served, tmp
         await served.post(json.dumps(review_of(BROKEN)).encode())  # the old CA no longer matches
 
 
-async def test_an_answer_that_takes_too_long_admits_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def slow(request: dict[str, Any], bundles: Any) -> Any:
-        await asyncio.sleep(1)
+class Posted:
+    """A request as the handler reads it."""
 
-    monkeypatch.setattr(webhook, "review", slow)
-    validate = webhook.handler(NoBundles(), answer_seconds=0.01)
+    def __init__(self, body: bytes) -> None:
+        self.body = body
 
-    class Request:
-        async def read(self) -> bytes:
-            return json.dumps(review_of(BROKEN)).encode()
+    async def read(self) -> bytes:
+        return self.body
 
-    answer = await validate(Request())
-    body = json.loads(answer.body)
-    assert (
-        body["response"]["allowed"] is True
-        and "not analyzed at admission in time" in body["response"]["warnings"][0]
-    )
+
+async def _slowly(request: dict[str, Any], bundles: Any) -> Any:
+    await asyncio.sleep(1)
+
+
+async def test_an_analysis_out_of_time_is_refused_under_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(webhook, "review", _slowly)
+    validate = webhook.handler(NoBundles(), answer_seconds=0.01, failure_policy="Fail")
+    answer = json.loads((await validate(Posted(json.dumps(review_of(BROKEN)).encode()))).body)["response"]
+    assert answer["allowed"] is False
+    assert answer["status"]["details"]["causes"][0]["reason"] == "not_analyzed_in_time"
+    assert "failurePolicy is Fail" in answer["status"]["message"]
+
+
+async def test_an_analysis_out_of_time_is_admitted_with_a_warning_under_ignore(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(webhook, "review", _slowly)
+    validate = webhook.handler(NoBundles(), answer_seconds=0.01, failure_policy="Ignore")
+    answer = json.loads((await validate(Posted(json.dumps(review_of(BROKEN)).encode()))).body)["response"]
+    assert answer["allowed"] is True and "not analyzed at admission in time" in answer["warnings"][0]
+
+
+async def test_a_review_that_fails_inside_is_refused_without_its_contents(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(request: dict[str, Any], bundles: Any) -> Any:
+        raise KeyError("ghp_secretvalue")
+
+    monkeypatch.setattr(webhook, "review", broken)
+    validate = webhook.handler(NoBundles())
+    answer = json.loads((await validate(Posted(json.dumps(review_of(BROKEN)).encode()))).body)["response"]
+    assert answer["allowed"] is False
+    assert answer["status"]["details"]["causes"][0]["reason"] == "invalid_review"
+    assert "ghp_secretvalue" not in caplog.text and "KeyError" in caplog.text
+
+
+def test_the_answer_comes_a_second_before_the_api_servers_timeout() -> None:
+    assert webhook.answer_seconds(5) == 4.0
+    assert webhook.answer_seconds(30) == 29.0
+    assert 0 < webhook.answer_seconds(1) < 1
