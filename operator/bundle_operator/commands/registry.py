@@ -1,8 +1,10 @@
 """bundlectl registry: find servers in an MCP Registry and see whether a record can be installed.
 
 ``search`` lists servers page by page (``metadata.nextCursor``); ``show`` prints one record and the
-verdict the operator would reach on it (DESIGN.md §9.3), without downloading anything. Everything a
-registry sends is shown through ``printable``: a record is written by whoever published it.
+verdict the operator would reach on it (DESIGN.md §9.3), without downloading anything. A record is
+written by whoever published it: what bundlectl says of it (tables, names, messages) goes through
+``printable``; the record itself, in ``show -o json``, keeps its strings as given, with JSON escapes
+for what a terminal or UTF-8 cannot carry. Everywhere, the userinfo of its URLs is masked.
 """
 
 from __future__ import annotations
@@ -10,21 +12,40 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import ssl
 import sys
 from typing import Any
 
 from bundle_operator.commands.output import table_lines
 from bundle_operator.document.issues import printable
-from bundle_operator.fetch import PRIVATE_NETWORKS, sha256_hex, tls_context
-from bundle_operator.fetch import shown_text as shown_url
-from bundle_operator.registry.client import MAX_PAGE_LIMIT, Page, RegistryClient, RegistryError
-from bundle_operator.registry.names import LATEST, InvalidName, check_server_name, check_version
-from bundle_operator.registry.records import Installable, NotInstallable, Record, installable
+from bundle_operator.document.issues import shown as quoted
+from bundle_operator.fetch import PRIVATE_NETWORKS, sha256_hex, shown_text, tls_context
+from bundle_operator.registry.client import MAX_PAGE_LIMIT, RegistryClient, RegistryError
+from bundle_operator.registry.names import (
+    LATEST,
+    SERVER_NAME_MAX,
+    VERSION_MAX,
+    InvalidName,
+    check_server_name,
+    check_version,
+)
+from bundle_operator.registry.records import (
+    Installable,
+    NotInstallable,
+    Record,
+    installable,
+    masked,
+    masked_tree,
+    record_label,
+)
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 # --all stops here: a registry whose cursors never end must not keep bundlectl running.
 MAX_PAGES = 50
+# What json.dumps(ensure_ascii=False) leaves as it is but must not reach a terminal: DEL and the C1
+# controls (0x9b is a CSI), and lone surrogates, which UTF-8 cannot encode.
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\ud800-\udfff]")
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -87,48 +108,100 @@ def _usage(command: str, message: str) -> int:
     return EXIT_USAGE
 
 
+def _refused(command: str, exc: RegistryError) -> int:
+    print(f"bundlectl registry {command}: {printable(exc.message)} ({exc.reason})", file=sys.stderr)
+    return EXIT_REFUSED
+
+
+def _emit_json(data: object) -> None:
+    """Print JSON with escapes for what a terminal or stdout's encoding cannot take."""
+    text = _JSON_UNSAFE.sub(_json_escape, json.dumps(data, indent=2, ensure_ascii=False))
+    if not _encodes(text):
+        text = json.dumps(data, indent=2, ensure_ascii=True)  # every non-ASCII character escaped
+    sys.stdout.write(text + "\n")
+
+
+def _emit_text(text: str) -> None:
+    """Print printable text, with escapes for the characters stdout's encoding has not."""
+    if not _encodes(text):
+        text = text.encode(_encoding(), "backslashreplace").decode(_encoding())
+    sys.stdout.write(text + "\n")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _encoding() -> str:
+    return getattr(sys.stdout, "encoding", None) or "utf-8"
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode(_encoding())
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def _shown_url(url: str) -> str:
+    """A URL as the verdict shows it (no userinfo, no query), printable, whatever the text is."""
+    try:
+        return printable(shown_text(url))
+    except UnicodeError:  # httpx's own errors for a lone surrogate or a bad IDNA label
+        return "(a URL that cannot be read)"
+
+
 # ----------------------------------------------------------------------------------------- search
 
 
 def _search(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= MAX_PAGE_LIMIT:
         return _usage("search", f"--limit must be 1 to {MAX_PAGE_LIMIT}")
+    if not _is_text(args.text) or (args.cursor is not None and not _is_text(args.cursor)):
+        return _usage("search", "TEXT and --cursor must be printable UTF-8 text")
     try:
         client = client_for(args)
     except ValueError as exc:
         return _usage("search", str(exc))
     try:
-        pages = asyncio.run(_pages(client, args.text, args.cursor, args.limit, args.all))
+        servers, following = asyncio.run(_found(client, args.text, args.cursor, args.limit, args.all))
     except RegistryError as exc:
-        print(f"bundlectl registry search: {exc.message} ({exc.reason})", file=sys.stderr)
-        return EXIT_REFUSED
-    servers = [_summary(item.record, item.problem) for page in pages for item in page.servers]
-    following = pages[-1].next_cursor
+        return _refused("search", exc)
     if args.output == "json":
-        print(json.dumps({"servers": servers, "next_cursor": following}, indent=2, ensure_ascii=False))
+        _emit_json({"servers": servers, "next_cursor": following})
         return EXIT_OK
     rows = [
         [s["name"] or "(unreadable)", s["version"] or "", s["status"] or "", _mcpb(s), s["description"][:80]]
         for s in servers
     ]
-    print("\n".join(table_lines(["NAME", "VERSION", "STATUS", "MCPB", "DESCRIPTION"], rows)))
+    lines = table_lines(["NAME", "VERSION", "STATUS", "MCPB", "DESCRIPTION"], rows)
     if following:
-        print(f"\nmore: --cursor {printable(following)}")
+        lines += ["", f"more: --cursor {printable(following)}"]
+    _emit_text("\n".join(lines))
     return EXIT_OK
 
 
-async def _pages(
+def _is_text(text: str) -> bool:
+    """Whether an argument is text a URL can carry (an argument that was not UTF-8 is not)."""
+    return text.isprintable()
+
+
+async def _found(
     client: RegistryClient, text: str, cursor: str | None, limit: int, every: bool
-) -> list[Page]:
-    pages = [await client.search(text, cursor=cursor, limit=limit)]
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The summaries of the pages read, and the cursor after the last one."""
+    servers: list[dict[str, Any]] = []
     seen = {cursor}
-    while every and pages[-1].next_cursor is not None and len(pages) < MAX_PAGES:
-        following = pages[-1].next_cursor
-        if following in seen:  # a cursor that leads back: the list would never end
+    for _ in range(MAX_PAGES if every else 1):
+        # Only the summaries are kept: a page's records may weigh a hundred times its bytes.
+        page = await client.search(text, cursor=cursor, limit=limit)
+        servers += [_summary(item.record, item.problem) for item in page.servers]
+        cursor = page.next_cursor
+        if cursor is None or cursor in seen:  # a cursor that leads back: the list would never end
             break
-        seen.add(following)
-        pages.append(await client.search(text, cursor=following, limit=limit))
-    return pages
+        seen.add(cursor)
+    return servers, cursor
 
 
 def _summary(record: Record | None, problem: str | None) -> dict[str, Any]:
@@ -144,8 +217,8 @@ def _summary(record: Record | None, problem: str | None) -> dict[str, Any]:
         }
     verdict = installable(record)
     return {
-        "name": printable(record.name),
-        "version": printable(record.version),
+        "name": quoted(record.name, SERVER_NAME_MAX),
+        "version": quoted(record.version, VERSION_MAX),
         "status": record.status,
         "description": record.description,
         "installable": isinstance(verdict, Installable),
@@ -179,6 +252,7 @@ def _show(args: argparse.Namespace) -> int:
     try:
         record = asyncio.run(client.record(args.server, args.version))
     except RegistryError as exc:
+        message = printable(exc.message)
         answer = {
             "registry": client.base,
             "server": args.server,
@@ -188,20 +262,20 @@ def _show(args: argparse.Namespace) -> int:
             "is_latest": None,
             "installable": False,
             "reason": exc.reason,
-            "message": exc.message,
+            "message": message,
             "package": None,
             "record": None,
         }
         if args.output == "json":
-            print(json.dumps(answer, indent=2, ensure_ascii=False))
+            _emit_json(answer)
         else:
-            print(f"{args.server} {args.version}: not installable ({exc.reason}): {printable(exc.message)}")
+            _emit_text(f"{args.server} {args.version}: not installable ({exc.reason}): {message}")
         return EXIT_REFUSED
     verdict = installable(record, pin)
     if args.output == "json":
-        print(json.dumps(_shown(client.base, record, verdict), indent=2, ensure_ascii=False))
+        _emit_json(_shown(client.base, record, verdict))
     else:
-        print(_text(record, verdict))
+        _emit_text(_text(record, verdict))
     return EXIT_OK if isinstance(verdict, Installable) else EXIT_REFUSED
 
 
@@ -218,7 +292,7 @@ def _shown(base: str, record: Record, verdict: Installable | NotInstallable) -> 
     if isinstance(verdict, Installable):
         ok, reason, message = True, None, verdict.warning
         package: dict[str, Any] | None = {
-            "url": shown_url(verdict.package_url),
+            "url": _shown_url(verdict.package_url),
             "sha256": verdict.sha256,
             "digest_from": verdict.digest_from,
         }
@@ -226,8 +300,8 @@ def _shown(base: str, record: Record, verdict: Installable | NotInstallable) -> 
         ok, reason, message, package = False, verdict.reason, verdict.message, None
     return {
         "registry": base,
-        "server": record.name,
-        "version": record.version,
+        "server": quoted(record.name, SERVER_NAME_MAX),
+        "version": quoted(record.version, VERSION_MAX),
         "status": record.status,
         "status_message": record.status_message,
         "is_latest": record.is_latest,
@@ -235,36 +309,42 @@ def _shown(base: str, record: Record, verdict: Installable | NotInstallable) -> 
         "reason": reason,
         "message": message,
         "package": package,
-        "record": record.server,
+        "record": masked_tree(record.server),
     }
 
 
 def _text(record: Record, verdict: Installable | NotInstallable) -> str:
-    p = printable
+    """The record and its verdict for a person; every string from the registry made printable."""
     latest = ", latest" if record.is_latest else ""
-    lines = [f"{p(record.name)} {p(record.version)} ({record.status}{latest})"]
+    lines = [f"{record_label(record)} ({record.status}{latest})"]
     if record.description:
         lines.append(record.description)
     if record.status_message:
         lines.append(f"status: {record.status_message}")
     repository = record.server.get("repository")
     if isinstance(repository, dict) and isinstance(repository.get("url"), str):
-        lines.append(f"repository: {p(repository['url'])}")
+        lines.append(f"repository: {printable(masked(repository['url']))}")
     lines.append("packages:" if record.packages else "packages: none")
-    for package in record.packages:
-        digest = f"  sha256 {package.file_sha256}" if package.file_sha256 else "  (no fileSha256)"
-        where = shown_url(package.identifier) if package.registry_type == "mcpb" else package.identifier
-        lines.append(
-            f"  {p(package.registry_type)}  {p(where)}{digest if package.registry_type == 'mcpb' else ''}"
-        )
+    lines += [
+        _package_line(package.registry_type, package.identifier, package.file_sha256)
+        for package in record.packages
+    ]
     if isinstance(verdict, Installable):
         source = "its registry record" if verdict.digest_from == "record" else "--file-sha256"
         lines.append(
-            f"installable: yes: {shown_url(verdict.package_url)}, checked against the SHA-256 {source} "
+            f"installable: yes: {_shown_url(verdict.package_url)}, checked against the SHA-256 {source} "
             f"gives ({verdict.sha256})"
         )
         if verdict.warning:
-            lines.append(f"warning: {verdict.warning}")
+            lines.append(f"warning: {printable(verdict.warning)}")
     else:
-        lines.append(f"installable: no ({verdict.reason}): {verdict.message}")
+        lines.append(f"installable: no ({verdict.reason}): {printable(verdict.message)}")
     return "\n".join(lines)
+
+
+def _package_line(kind: str, identifier: str, digest: str | None) -> str:
+    """One package of the record: an mcpb archive's URL as the verdict shows it, and its digest."""
+    if kind != "mcpb":
+        return f"  {printable(kind)}  {printable(masked(identifier))}"
+    checked = f"  sha256 {digest}" if digest else "  (no fileSha256)"
+    return f"  mcpb  {_shown_url(identifier)}{checked}"

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from bundle_operator.document.issues import shown
+
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
@@ -52,6 +54,61 @@ def _first_alias(front: str) -> int | None:
     return None
 
 
+def _load(front: str, offset: int, end: int) -> tuple[Any, dict[str, int]]:
+    """The front matter's value and the 1-based line of each top-level key; SkillMdError if unusable."""
+    loader = _LOADER(front)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}
+        _refuse_duplicate_keys(node, loader, offset)
+        lines = {str(key.value): offset + key.start_mark.line + 1 for key, _ in _pairs(node)}
+        return loader.construct_document(node), lines
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = offset + mark.line + 1 if mark is not None else offset + 1
+        line = max(offset + 1, min(line, end))  # an error "at the end" is on the last front-matter line
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise SkillMdError(f"front matter is not valid YAML: {problem}", line) from None
+    finally:
+        loader.dispose()
+
+
+def _pairs(node: yaml.Node) -> list[tuple[yaml.Node, yaml.Node]]:
+    return list(node.value) if isinstance(node, yaml.MappingNode) else []
+
+
+def _refuse_duplicate_keys(root: yaml.Node, loader: Any, offset: int) -> None:
+    """Refuse a key given twice in any mapping, where YAML would keep the last one silently."""
+    stack = [root]  # no recursion: nesting is as deep as the text makes it
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.SequenceNode):
+            stack += node.value
+            continue
+        seen: dict[object, int] = {}
+        for key, value in _pairs(node):
+            stack.append(value)
+            if not isinstance(key, yaml.ScalarNode):
+                continue  # a complex key cannot be a dict key: constructing it reports that
+            # Compare what the keys are, not how they are written: "name" and name are one key, and
+            # at the top, 1 and "1" are too (metadata's keys are strings).
+            constructed = loader.construct_object(key)
+            identity = str(constructed) if node is root else constructed
+            line = offset + key.start_mark.line + 1
+            try:
+                first = seen.get(identity)
+            except TypeError:
+                continue  # an unhashable key (!!seq a): constructing the mapping reports it
+            if first is not None:
+                raise SkillMdError(
+                    f"front matter has the key '{shown(str(key.value))}' twice (first on line {first}); "
+                    "YAML would keep only the last",
+                    line,
+                )
+            seen[identity] = line
+
+
 def parse_skill_md(content: str) -> SkillMd:
     """Parse SKILL.md text; raises SkillMdError naming the line when the front matter is unusable."""
     lines = content.splitlines()
@@ -68,23 +125,12 @@ def parse_skill_md(content: str) -> SkillMd:
         # Aliases cost nothing to parse and everything to store or serialise: a few hundred bytes
         # can stand for gigabytes. Front matter has no use for them.
         raise SkillMdError("front matter may not use YAML anchors or aliases", offset + alias + 1)
-    try:
-        data = yaml.load(front, Loader=_LOADER)  # a safe loader: the C one when present
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = offset + mark.line + 1 if mark is not None else offset + 1
-        line = max(offset + 1, min(line, end))  # an error "at the end" is on the last front-matter line
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise SkillMdError(f"front matter is not valid YAML: {problem}", line) from None
+    data, key_lines = _load(front, offset, end)  # a safe loader: the C one when present
     if not isinstance(data, dict):
         raise SkillMdError("front matter must be a mapping of fields", offset + 1)
 
     def line_of(field: str) -> int:
-        pattern = re.compile(rf"^{re.escape(field)}\s*:")
-        for i in range(offset, end):
-            if pattern.match(lines[i]):
-                return i + 1
-        return offset + 1
+        return key_lines.get(field, offset + 1)
 
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():

@@ -8,20 +8,23 @@ for and whether they may pass by themselves.
 
 from __future__ import annotations
 
-import json
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from bundle_operator.document.issues import printable
+from bundle_operator.document.issues import shown as quoted
 from bundle_operator.fetch import FetchRefused, IPNetwork, fetch_bytes
 from bundle_operator.registry.names import check_registry_url, record_path
-from bundle_operator.registry.records import Record, RecordInvalid, parse_record, record_of
+from bundle_operator.registry.records import Record, RecordInvalid, load_json, parse_record, record_of
 
 # A record is a few kilobytes; a list page of a hundred records well under a megabyte.
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_PAGE_BYTES = 8 * 1024 * 1024
 MAX_PAGE_LIMIT = 100
+# The official registry's cursors are a server name and a version: a few hundred characters.
+MAX_CURSOR = 1024
 
 
 class RegistryError(Exception):
@@ -86,35 +89,19 @@ class RegistryClient:
         if version != "latest" and record.version != version:
             raise RegistryError(
                 "RegistryRecordInvalid",
-                f"asked for {server} {version}, the registry answered with version {record.version[:64]}",
+                f"asked for {server} {version}, the registry answered with version {quoted(record.version)}",
                 permanent=True,
             )
         return record
 
     async def search(self, text: str, *, cursor: str | None = None, limit: int = 30) -> Page:
         """One page of the servers whose name contains ``text``, latest versions only."""
-        query: dict[str, str] = {
-            "search": text,
-            "version": "latest",
-            "limit": str(min(limit, MAX_PAGE_LIMIT)),
-        }
+        asked = min(limit, MAX_PAGE_LIMIT)
+        query = {"search": text, "version": "latest", "limit": str(asked)}
         if cursor:
             query["cursor"] = cursor
         body = await self._get(f"{self.base}/v0.1/servers?{urlencode(query)}", MAX_PAGE_BYTES, not_found=None)
-        try:
-            data = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            raise RegistryError(
-                "RegistryRecordInvalid", "the registry's list is not JSON", permanent=True
-            ) from None
-        if not isinstance(data, dict) or not isinstance(data.get("servers"), list):
-            raise RegistryError(
-                "RegistryRecordInvalid", "the registry's list has no servers array", permanent=True
-            )
-        listed = [_listed(item, i) for i, item in enumerate(data["servers"])]
-        metadata = data.get("metadata")
-        following = metadata.get("nextCursor") if isinstance(metadata, dict) else None
-        return Page(listed, following if isinstance(following, str) and following else None)
+        return _page(body, asked)
 
     async def _get(self, url: str, max_bytes: int, *, not_found: str | None) -> bytes:
         try:
@@ -130,6 +117,40 @@ class RegistryClient:
             raise _error(refusal, not_found) from None
 
 
+def _page(body: bytes, limit: int) -> Page:
+    """A search page from its bytes: at most ``limit`` servers, and a cursor that can be sent back."""
+    try:
+        data = load_json(body)
+    except RecordInvalid as exc:
+        raise _invalid(f"the registry's list: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("servers"), list):
+        raise _invalid("the registry's list has no servers array")
+    servers: list[object] = data["servers"]
+    # Each entry costs a record, a verdict and a line of output; a page of millions of "{}" would
+    # take minutes and gigabytes where the hundred it may hold take a moment.
+    if len(servers) > limit:
+        raise _invalid(f"the registry's page has {len(servers)} servers, more than the {limit} asked for")
+    metadata = data.get("metadata")
+    following = metadata.get("nextCursor") if isinstance(metadata, dict) else None
+    return Page([_listed(item, i) for i, item in enumerate(servers)], _cursor(following))
+
+
+def _cursor(value: object) -> str | None:
+    """The next page's cursor, None on the last page; it goes back in a URL and onto a terminal."""
+    if not isinstance(value, str) or not value:
+        return None
+    if len(value) > MAX_CURSOR or not value.isprintable():
+        raise _invalid(
+            f"the registry's nextCursor is not a cursor: it must be printable text of at most {MAX_CURSOR} "
+            "characters"
+        )
+    return value
+
+
+def _invalid(message: str) -> RegistryError:
+    return RegistryError("RegistryRecordInvalid", message, permanent=True)
+
+
 def _listed(item: object, index: int) -> Listed:
     try:
         return Listed(record_of(item, f"servers/{index}"))
@@ -140,12 +161,12 @@ def _listed(item: object, index: int) -> Listed:
 def _error(refusal: FetchRefused, not_found: str | None) -> RegistryError:
     """A refused read as the reason a Bundle stalls on, or a passing failure to retry."""
     status = refusal.status
+    # A redirect's Location is the registry's text, and a refusal may quote its host and path.
+    reason = printable(refusal.reason)
     if status == 404 and not_found is not None:
         return RegistryError("RegistryRecordNotFound", not_found, permanent=True)
     if refusal.code == "too_large":
-        return RegistryError(
-            "RegistryRecordInvalid", f"the registry's answer is too large ({refusal.reason})", permanent=True
-        )
+        return _invalid(f"the registry's answer is too large ({reason})")
     if refusal.transient:
-        return RegistryError("RegistryUnavailable", f"the registry: {refusal.reason}", permanent=False)
-    return RegistryError("RegistryRefused", f"the registry: {refusal.reason}", permanent=True)
+        return RegistryError("RegistryUnavailable", f"the registry: {reason}", permanent=False)
+    return RegistryError("RegistryRefused", f"the registry: {reason}", permanent=True)

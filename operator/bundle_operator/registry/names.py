@@ -55,8 +55,12 @@ def check_version(version: str) -> str:
 
 def check_registry_url(url: str) -> str:
     """``url`` without its trailing ``/`` when it is an https base URL; else ``InvalidName``."""
-    if not _REGISTRY_URL.match(url):
-        raise InvalidName("the registry URL must be https, with no query string or fragment")
+    # The pattern is RE2's too, so it says nothing of control characters or lone surrogates (an
+    # argument that was not UTF-8): those are refused here, before httpx trips over them.
+    if not _REGISTRY_URL.match(url) or not url.isprintable():
+        raise InvalidName(
+            "the registry URL must be https, with no query string, fragment or control characters"
+        )
     return url.rstrip("/")
 
 

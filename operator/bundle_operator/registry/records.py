@@ -5,7 +5,8 @@ A record is the API's ``ServerResponse``: ``{"server": {name, version, packages,
 are typed; the rest is kept as given, for people to read. A record is installable only when its
 ``mcpb`` package has an https URL without credentials and a digest is known (the record's
 ``fileSha256``, or the one the user pinned when the record has none); both given and different is
-a conflict, and a deleted record is never installed.
+a conflict, and a deleted record is never installed. What is shown of a record is printable, cut
+to a bounded length, and has the userinfo of its URLs masked.
 """
 
 from __future__ import annotations
@@ -19,12 +20,21 @@ from typing import Any, Literal
 import httpx
 
 from bundle_operator.document.issues import printable
+from bundle_operator.document.issues import shown as quoted
 from bundle_operator.fetch import shown
+from bundle_operator.registry.names import SERVER_NAME_MAX, VERSION_MAX
 
 OFFICIAL = "io.modelcontextprotocol.registry/official"
 MCPB = "mcpb"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _STATUS_MESSAGE_MAX = 300
+_KINDS_SHOWN = 8
+# A description is a line or two; the whole of it stays in ``server`` for whoever asks.
+_DESCRIPTION_MAX = 1000
+# A ServerResponse is a handful of levels deep; its strings are walked recursively to be shown.
+MAX_DEPTH = 32
+# A URL's userinfo: from "://" to the last "@" before the authority ends.
+_USERINFO = re.compile(r"://([^/?#\s]*)@")
 
 Status = Literal["active", "deprecated", "deleted"]
 
@@ -69,16 +79,28 @@ class Record:
 
 def parse_record(body: bytes) -> Record:
     """The record in an answer's bytes; ``RecordInvalid`` when it is not JSON or not a record."""
+    return record_of(load_json(body), "")
+
+
+def load_json(body: bytes) -> object:
+    """An answer's JSON value; ``RecordInvalid`` when it is not UTF-8 JSON as RFC 8259 has it."""
     try:
         # RFC 8259: JSON between systems is UTF-8; json.loads would also guess UTF-16 or UTF-32.
-        data = json.loads(body.decode("utf-8"))
+        return json.loads(body.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise RecordInvalid("the answer is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise RecordInvalid(f"the answer is not JSON (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise RecordInvalid("the answer nests too deeply to be a record") from None
-    return record_of(data, "")
+    except ValueError:  # an integer of more digits than Python converts, or NaN or Infinity
+        raise RecordInvalid(
+            "the answer is not JSON (a number too long to read, or NaN or Infinity)"
+        ) from None
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(name)
 
 
 def record_of(data: object, where: str) -> Record:
@@ -88,6 +110,10 @@ def record_of(data: object, where: str) -> Record:
     server = data.get("server")
     if not isinstance(server, dict):
         raise RecordInvalid(f"{where}/server is missing or not an object")
+    if _deeper_than(data, MAX_DEPTH):
+        raise RecordInvalid(
+            f"{where or 'the answer'} nests too deeply to be a record (over {MAX_DEPTH} levels)"
+        )
     name = _text(server, "name", f"{where}/server")
     version = _text(server, "version", f"{where}/server")
     description = server.get("description")
@@ -107,13 +133,57 @@ def record_of(data: object, where: str) -> Record:
     return Record(
         name=name,
         version=version,
-        description=printable(description) if isinstance(description, str) else "",
+        description=_shown_text(description, _DESCRIPTION_MAX) if isinstance(description, str) else "",
         packages=tuple(_package(p, f"{where}/server/packages/{i}") for i, p in enumerate(packages)),
         status=status,
-        status_message=printable(message[:_STATUS_MESSAGE_MAX]) if isinstance(message, str) else None,
+        status_message=_shown_text(message, _STATUS_MESSAGE_MAX) if isinstance(message, str) else None,
         is_latest=latest if isinstance(latest, bool) else None,
         server=server,
     )
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether ``value`` nests objects and arrays more than ``limit`` levels deep (no recursion)."""
+    level: list[object] = [value]
+    for _ in range(limit + 1):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return False
+    return True
+
+
+def _shown_text(text: str, limit: int) -> str:
+    """A free text of the record as people see it: passwords masked, cut at ``limit``, printable."""
+    return printable(masked(text)[:limit])
+
+
+def masked(text: str) -> str:
+    """``text`` with the userinfo of every URL in it masked: ``user:***@`` or, a lone token, ``***@``."""
+    if "://" not in text:
+        return text
+    return _USERINFO.sub(_masked_userinfo, text)
+
+
+def _masked_userinfo(match: re.Match[str]) -> str:
+    user, colon, _ = match.group(1).partition(":")
+    # A userinfo without a password is usually a token standing alone (https://TOKEN@host).
+    return f"://{user}:***@" if colon else "://***@"
+
+
+def masked_tree(value: Any) -> Any:
+    """A copy of a record's JSON value with every string ``masked`` (nesting is at most MAX_DEPTH)."""
+    if isinstance(value, str):
+        return masked(value)
+    if isinstance(value, dict):
+        return {masked(str(k)): masked_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked_tree(v) for v in value]
+    return value
 
 
 def _text(obj: dict[str, Any], key: str, where: str) -> str:
@@ -161,18 +231,13 @@ class NotInstallable:
 
 def installable(record: Record, pinned_sha256: str | None = None) -> Installable | NotInstallable:
     """Whether the record's mcpb package may be downloaded, and with which digest (seed 003)."""
+    label = record_label(record)
     if record.status == "deleted":
         why = f": {record.status_message}" if record.status_message else ""
-        return NotInstallable(
-            "RegistryRecordDeleted", f"{record.name} {record.version} is deleted in the registry{why}"
-        )
+        return NotInstallable("RegistryRecordDeleted", f"{label} is deleted in the registry{why}")
     package = record.mcpb_package()
     if package is None:
-        kinds = sorted({printable(p.registry_type) for p in record.packages})
-        has = f" (it has {', '.join(kinds)} packages)" if kinds else " (it has no packages)"
-        return NotInstallable(
-            "RegistryNoMcpbPackage", f"{record.name} {record.version} has no mcpb package{has}"
-        )
+        return NotInstallable("RegistryNoMcpbPackage", f"{label} has no mcpb package{_kinds(record)}")
     refused = package_url_problem(package.identifier)
     if refused is not None:
         return NotInstallable("InsecurePackageUrl", refused)
@@ -187,13 +252,13 @@ def installable(record: Record, pinned_sha256: str | None = None) -> Installable
     if digest is None:
         return NotInstallable(
             "RegistryChecksumMissing",
-            f"the mcpb package of {record.name} {record.version} has no fileSha256; download the "
+            f"the mcpb package of {label} has no fileSha256; download the "
             "archive from its publisher and pin its SHA-256 in fileSha256, or use an mcpb source",
         )
     warning = None
     if record.status == "deprecated":
         why = f": {record.status_message}" if record.status_message else ""
-        warning = f"{record.name} {record.version} is deprecated in the registry{why}"
+        warning = f"{label} is deprecated in the registry{why}"
     return Installable(
         package_url=package.identifier,
         sha256=digest,
@@ -202,14 +267,32 @@ def installable(record: Record, pinned_sha256: str | None = None) -> Installable
     )
 
 
+def record_label(record: Record) -> str:
+    """The record's name and version as a message quotes them: printable, and of bounded length."""
+    return f"{quoted(record.name, SERVER_NAME_MAX)} {quoted(record.version, VERSION_MAX)}"
+
+
+def _kinds(record: Record) -> str:
+    """The kinds of package a record has, for a message: a few, each cut short."""
+    kinds = sorted({quoted(p.registry_type, 32) for p in record.packages})
+    if not kinds:
+        return " (it has no packages)"
+    more = f" and {len(kinds) - _KINDS_SHOWN} more" if len(kinds) > _KINDS_SHOWN else ""
+    return f" (it has {', '.join(kinds[:_KINDS_SHOWN])}{more} packages)"
+
+
 def package_url_problem(identifier: str) -> str | None:
     """Why an mcpb package URL may not be fetched (not https, credentials in it), or None."""
     try:
         url = httpx.URL(identifier)
-    except httpx.InvalidURL:
+        host = url.host  # decoded from IDNA on first use
+    # Besides InvalidURL, httpx lets a lone surrogate's UnicodeEncodeError and a bad IDNA label's
+    # IDNAError (a UnicodeError) through.
+    except (httpx.InvalidURL, UnicodeError):
         return "the mcpb package URL cannot be read as a URL"
-    if url.scheme != "https" or not url.host:
-        return f"the mcpb package URL is not an https URL ({printable(url.scheme or 'no scheme')})"
+    if url.scheme != "https" or not host:
+        return f"the mcpb package URL is not an https URL ({quoted(url.scheme or 'no scheme', 32)})"
     if url.userinfo:
-        return f"the mcpb package URL {shown(url)} carries credentials; only plain https URLs are fetched"
+        where = quoted(shown(url), 256)
+        return f"the mcpb package URL {where} carries credentials; only plain https URLs are fetched"
     return None

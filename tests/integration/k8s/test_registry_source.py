@@ -278,6 +278,9 @@ async def test_a_spec_digest_that_differs_from_the_records_downloads_nothing(
         ("ftp://127.0.0.1/weather.mcpb", "not an https URL (ftp)"),
         ("https://publisher:s3cret-pass@127.0.0.1:9/weather.mcpb", "carries credentials"),
         ("https://", "not an https URL"),
+        # httpx raises IDNAError and UnicodeEncodeError for these, not InvalidURL: no traceback.
+        ("https://xn--/weather.mcpb", "cannot be read as a URL"),
+        ("https://127.0.0.1:9/\udfff.mcpb", "cannot be read as a URL"),
     ],
 )
 async def test_a_package_url_that_is_not_plain_https_is_refused(
@@ -394,6 +397,12 @@ async def test_a_registry_error_is_retried(registry: StubRegistry, settings: Sou
         (b'{"server": {"name": "a/b", "version": "1", "packages": {}}}', "/server/packages is not a list"),
         (b"[" * 100_000 + b"]" * 100_000, "nests too deeply"),
         (b'{"pad": "' + b"x" * (1024 * 1024) + b'"}', "too large"),
+        (b'{"server": {"name": "a/b", "version": "1", "n": ' + b"9" * 5000 + b"}}", "a number too long"),
+        (b'{"server": {"name": "a/b", "version": "1", "n": -Infinity}}', "NaN or Infinity"),
+        (
+            b'{"server": {"name": "a/b", "version": "1", "x": ' + b"[" * 40 + b"]" * 40 + b"}}",
+            "over 32 levels",
+        ),
     ],
 )
 async def test_an_answer_that_is_not_a_record_is_refused(

@@ -54,6 +54,55 @@ def test_skill_md_rules(content: str, line: int, words: str) -> None:
     assert words in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("front", "line", "words"),
+    [
+        ("name: first\ndescription: y\nname: second\n", 4, "the key 'name' twice (first on line 2)"),
+        ('name: x\ndescription: y\n"description": z\n', 4, "the key 'description' twice (first on line 3)"),
+        ("name: x\ndescription: y\nyes: 1\ntrue: 2\n", 5, "the key 'true' twice (first on line 4)"),
+        ("name: x\ndescription: y\nversion: 1\n'1': a\n1: b\n", 6, "the key '1' twice (first on line 5)"),
+        (
+            "name: x\ndescription: y\nmetadata:\n  author: a\n  tags: [t]\n  author: b\n",
+            7,
+            "the key 'author' twice (first on line 5)",
+        ),
+        (
+            "name: x\ndescription: y\nsteps:\n  - {run: a, run: b}\n",
+            5,
+            "the key 'run' twice (first on line 5)",
+        ),
+    ],
+    ids=["name", "quoted-key", "yes-and-true", "1-and-'1'", "nested", "flow-in-a-list"],
+)
+def test_skill_md_refuses_a_key_given_twice(front: str, line: int, words: str) -> None:
+    with pytest.raises(SkillMdError) as caught:
+        parse_skill_md(f"---\n{front}---\nBody\n")
+    assert caught.value.line == line
+    assert words in caught.value.message
+    assert "YAML would keep only the last" in caught.value.message
+
+
+def test_a_duplicate_key_in_a_skill_is_a_blocking_issue_naming_its_line(doc: dict[str, Any]) -> None:
+    doc["skills"][0]["content"] = "---\nname: triage\ndescription: Triage\nname: other\n---\n# Triage\n"
+    issue = only_issue(analyze(doc), "invalid_skill_frontmatter")
+    assert issue.blocking
+    assert "SKILL.md line 4" in issue.message
+    assert "the key 'name' twice (first on line 2)" in issue.message
+
+
+def test_same_key_names_in_different_mappings_are_not_duplicates() -> None:
+    parsed = parse_skill_md(
+        "---\nname: x\ndescription: y\nmetadata:\n  name: inner\nsteps:\n  - {run: a}\n  - {run: b}\n---\n"
+    )
+    assert parsed.metadata == {"metadata": {"name": "inner"}, "steps": [{"run": "a"}, {"run": "b"}]}
+
+
+def test_a_quoted_key_names_its_own_line() -> None:
+    with pytest.raises(SkillMdError) as caught:
+        parse_skill_md('---\ndescription: y\n"name": Not Valid\n---\n')
+    assert caught.value.line == 3
+
+
 def test_skill_md_accepts_a_good_one_and_keeps_the_body() -> None:
     parsed = parse_skill_md(
         "\n---\nname: release-notes\ndescription: 'Write notes: short'\nlicense: MIT\n---\nBody\n"
