@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from bundle_operator.document.keys import SEMVER_PATTERN
 from bundle_operator.document.runtimes import unsupported_runtime_reason
 from bundle_operator.mcpb.errors import Refused
 from bundle_operator.mcpb.launch import RUNTIMES, substitute_variables
@@ -35,10 +36,6 @@ from bundle_operator.mcpb.setup_fields import SetupField, this_computers_folders
 
 SCHEMA_VERSION = "0.1.0"
 DEFAULT_ROOT_PARENT = "/var/lib/bundle-operator/mcpb"
-_SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
-)
 
 
 @dataclass
@@ -133,7 +130,8 @@ def to_bundle(
     if name != manifest.name:
         warnings.append(f"the bundle is named '{name}', since the manifest's name is not a valid bundle name")
     document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": name}
-    if _SEMVER.match(manifest.version):
+    # The document's own rule: a version it would refuse is better left out.
+    if SEMVER_PATTERN.match(manifest.version):
         document["version"] = manifest.version
     else:
         warnings.append(f"version '{manifest.version}' is not semver, so the document carries none")

@@ -201,7 +201,7 @@ def check_launch(
         _check_runtime_args(config.args)
     for key, value in config.env.items():
         where = f"server.mcp_config.env.{key}"
-        if not _ENV_NAME.match(key):
+        if not _ENV_NAME.fullmatch(key):
             raise Refused("env", f"{where} is not a valid environment variable name")
         _variables(value, where, user_keys)
         upper = key.upper()

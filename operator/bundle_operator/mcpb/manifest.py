@@ -115,7 +115,7 @@ class Localization(_Strict):
     @field_validator("default_locale")
     @classmethod
     def _locale(cls, v: str) -> str:
-        if not _BCP47.match(v):
+        if not _BCP47.fullmatch(v):
             raise ValueError("must be a BCP 47 locale identifier")
         return v
 
@@ -146,7 +146,7 @@ class Runtimes(_Strict):
     @field_validator("python", "node")
     @classmethod
     def _range(cls, v: str | None) -> str | None:
-        if v is not None and not _RANGE.match(v):
+        if v is not None and not _RANGE.fullmatch(v):
             raise ValueError("must be a version range such as '>=18' or '^3.11'")
         return v
 

@@ -49,7 +49,7 @@ def this_computers_folders() -> dict[str, str]:
 
 def setup_key(source_key: str) -> str:
     """A key matching the bundle format's ``[a-zA-Z][a-zA-Z0-9_]*`` for a user_config key."""
-    if _KEY.match(source_key):
+    if _KEY.fullmatch(source_key):
         return source_key
     key = re.sub(r"[^a-zA-Z0-9_]", "_", source_key)
     return key if key[:1].isalpha() else f"field_{key}"

@@ -49,7 +49,7 @@ def _text(value: Any, limit: int) -> str:
 
 
 def _tool(tool: Any) -> dict[str, Any] | None:
-    if not (isinstance(tool.name, str) and _SLUG.match(tool.name) and len(tool.name) <= SLUG_MAX):
+    if not (isinstance(tool.name, str) and _SLUG.fullmatch(tool.name) and len(tool.name) <= SLUG_MAX):
         return None
     annotations = (
         tool.annotations.model_dump(by_alias=True, exclude_none=True, mode="json") if tool.annotations else {}
@@ -64,12 +64,12 @@ def _tool(tool: Any) -> dict[str, Any] | None:
 
 
 def _prompt(prompt: Any) -> dict[str, Any] | None:
-    if not (isinstance(prompt.name, str) and _SLUG.match(prompt.name) and len(prompt.name) <= SLUG_MAX):
+    if not (isinstance(prompt.name, str) and _SLUG.fullmatch(prompt.name) and len(prompt.name) <= SLUG_MAX):
         return None
     arguments = [
         {"name": a.name, "description": _text(a.description, 2000), "required": bool(a.required)}
         for a in (prompt.arguments or [])
-        if _SLUG.match(a.name)
+        if _SLUG.fullmatch(a.name)
     ][:50]
     return {
         "name": prompt.name,

@@ -35,7 +35,7 @@ def check_server_name(name: str) -> str:
     """``name`` when it is a registry server name; else ``InvalidName`` saying what is wrong."""
     if len(name) > SERVER_NAME_MAX:
         raise InvalidName(f"the server name is longer than {SERVER_NAME_MAX} characters")
-    if not _SERVER_NAME.match(name):
+    if not _SERVER_NAME.fullmatch(name):
         raise InvalidName(
             "the server name must be namespace/name: one '/', each part of letters, digits, '.', "
             "'_' or '-', neither part '.' or '..'"
@@ -45,7 +45,7 @@ def check_server_name(name: str) -> str:
 
 def check_version(version: str) -> str:
     """``version`` when it is a registry version or ``latest``; else ``InvalidName``."""
-    if len(version) > VERSION_MAX or not _VERSION.match(version):
+    if len(version) > VERSION_MAX or not _VERSION.fullmatch(version):
         raise InvalidName(
             "the version must be 'latest' or a published version: letters, digits, '.', '_', '+' "
             f"or '-', starting with a letter or digit, at most {VERSION_MAX} characters"
@@ -57,7 +57,7 @@ def check_registry_url(url: str) -> str:
     """``url`` without its trailing ``/`` when it is an https base URL; else ``InvalidName``."""
     # The pattern is RE2's too, so it says nothing of control characters or lone surrogates (an
     # argument that was not UTF-8): those are refused here, before httpx trips over them.
-    if not _REGISTRY_URL.match(url) or not url.isprintable():
+    if not _REGISTRY_URL.fullmatch(url) or not url.isprintable():
         raise InvalidName(
             "the registry URL must be https, with no query string, fragment or control characters"
         )

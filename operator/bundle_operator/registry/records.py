@@ -197,7 +197,7 @@ def _package(data: object, where: str) -> Package:
     if not isinstance(data, dict):
         raise RecordInvalid(f"{where} is not an object")
     digest = data.get("fileSha256")
-    if digest is not None and (not isinstance(digest, str) or not _SHA256.match(digest.lower())):
+    if digest is not None and (not isinstance(digest, str) or not _SHA256.fullmatch(digest.lower())):
         raise RecordInvalid(f"{where}/fileSha256 is not 64 hex digits")
     version = data.get("version")
     return Package(
