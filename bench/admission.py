@@ -6,7 +6,10 @@ document, one at a time over one kept-alive connection, as the API server sends 
 p50/p99/max per document and this process's peak RSS (the webhook's own memory: an operator with
 the webhook on carries it on top of its reconcilers).
 
-Target (issue 25): p99 under 1 s for the largest accepted document on this machine.
+Target (issue 25): p99 under 1 s for the largest accepted document on this machine. Two documents
+built to make a backtracking pattern slow (issue 45) are measured too: a prompt of "{{" and 60,000
+spaces (cubic in the old placeholder pattern: 11.6 s at 2,500) and sixty setup descriptions of
+unclosed "${setup." openings (quadratic: 4.2 s); each must be judged as fast as a document of its size.
 
     .venv/bin/python bench/admission.py [--requests 200] [--large-requests 30]
 """
@@ -79,6 +82,24 @@ def largest() -> dict[str, Any]:
             return document
 
 
+def braces() -> dict[str, Any]:
+    """A gateway prompt of "{{" and spaces, just under the 64 KiB a prompt's text may have."""
+    member = {"key": "w", "name": "W", "type": "url", "endpoint_url": "https://w.example.com/mcp"}
+    prompt = {"name": "p", "messages": [{"role": "user", "text": "{{" + " " * 60_000}]}
+    return bundle_document(
+        "braces-kit", mcps=[member], gateway={"description": "d", "members": ["w"], "prompts": [prompt]}
+    )
+
+
+def openings() -> dict[str, Any]:
+    """Sixty setup descriptions of 12 KB of "${setup." openings that never close."""
+    fields = [
+        {"key": f"k{i}", "label": "L", "type": "string", "required": False, "description": "${setup." * 1_500}
+        for i in range(60)
+    ]
+    return bundle_document("openings-kit", setup=fields)
+
+
 def review(document: dict[str, Any], uid: int) -> bytes:
     return json.dumps(
         {
@@ -137,11 +158,13 @@ async def main() -> int:
         url = f"https://127.0.0.1:{runner.addresses[0][1]}/validate"
         try:
             async with httpx.AsyncClient(verify=tls.client_context(), timeout=30) as client:
-                docs = {"small": small(), "largest": largest()}
+                docs = {"small": small(), "largest": largest(), "braces": braces(), "openings": openings()}
                 await measure(client, url, docs["small"], 5)  # warm up: imports, TLS session
                 results = {
                     "small": await measure(client, url, docs["small"], args.requests),
                     "largest": await measure(client, url, docs["largest"], args.large_requests),
+                    "braces": await measure(client, url, docs["braces"], args.large_requests),
+                    "openings": await measure(client, url, docs["openings"], args.large_requests),
                 }
         finally:
             await runner.cleanup()
@@ -153,7 +176,9 @@ async def main() -> int:
     ]
     print(f"peak RSS of this process (webhook and client) {rss:.0f} MB")
     print(f"admission: largest p99 {largest_p99 * 1000:.0f} ms (target < 1000 ms); peak RSS {rss:.0f} MB")
-    return 0 if largest_p99 < 1.0 else 1
+    hostile = max(p99(results["braces"]), p99(results["openings"]))
+    print(f"admission: hostile documents p99 {hostile * 1000:.0f} ms (target < 1000 ms)")
+    return 0 if largest_p99 < 1.0 and hostile < 1.0 else 1
 
 
 if __name__ == "__main__":
