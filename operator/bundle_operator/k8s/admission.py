@@ -10,6 +10,7 @@ issue messages name codes, paths and keys.
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,6 +41,9 @@ NOT_JUDGED_OPERATIONS = frozenset({"DELETE", "CONNECT"})
 # The one subresource our kinds have; its updates change no spec.
 STATUS_SUBRESOURCE = "status"
 MAX_SETUP_ENTRIES = 200  # as the CRD's schema says
+# Admission's own threads: a flood of reviews waits here instead of taking the default executor's
+# threads from the reconcilers (a Bundle's source is parsed there too).
+ANALYSIS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="admission")
 SETUP_SHAPE = "each setup entry is {key, value} or {key, secretKeyRef}"
 
 
@@ -169,7 +173,7 @@ async def _bundle(obj: dict[str, Any]) -> Verdict:
         return verdict
     if spec.source.inline is None:
         return verdict  # read by the operator later: shape checks only here
-    parsed = await asyncio.to_thread(parse_bundle_data, spec.source.inline)
+    parsed = await asyncio.get_running_loop().run_in_executor(ANALYSIS, parse_bundle_data, spec.source.inline)
     for issue in parsed.issues:
         if issue.blocking:
             verdict.refuse(str(issue.code), issue.path or "/", issue.message)

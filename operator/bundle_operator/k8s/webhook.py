@@ -22,7 +22,14 @@ from typing import Any
 
 from aiohttp import web
 
-from bundle_operator.k8s.admission import BundleReader, Verdict, admission_response, review, unreadable
+from bundle_operator.k8s.admission import (
+    ANALYSIS,
+    BundleReader,
+    Verdict,
+    admission_response,
+    review,
+    unreadable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +45,9 @@ RELOAD_SECONDS = 2.0
 # own; deeper is refused before anything walks it.
 MAX_REVIEW_DEPTH = 96
 FAILURE_POLICIES = ("Fail", "Ignore")
+# Reviews read and judged at once; more wait for a slot (a flood of 16 MiB bodies would otherwise
+# hold gigabytes). The analysis itself runs on admission's own two threads.
+REVIEWS_AT_ONCE = 8
 NOT_IN_TIME = "not analyzed at admission in time"
 
 
@@ -134,34 +144,73 @@ async def _judge(
         return unreadable("request", "the webhook could not read this review")
 
 
+@dataclass(frozen=True)
+class _Read:
+    """A body read as a review: its request, or why it cannot be judged.
+
+    Without a ``uid`` the problem is a 400; with one, a refusal for that uid.
+    """
+
+    request: dict[str, Any] | None = None
+    problem: str = ""
+    uid: str | None = None
+
+
+def _read(raw: bytes) -> _Read:
+    """The review request of a body; run off the event loop, since a body may be 16 MiB of JSON."""
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return _Read(problem="the body is not UTF-8 text")
+    except RecursionError:
+        return _Read(problem=f"the body nests more than {MAX_REVIEW_DEPTH} levels deep")
+    except ValueError:
+        return _Read(problem="the body is not JSON")
+    if not isinstance(body, dict) or body.get("kind") != "AdmissionReview":
+        return _Read(problem="the body is not an AdmissionReview")
+    if body.get("apiVersion") != "admission.k8s.io/v1":
+        return _Read(problem="only admission.k8s.io/v1 AdmissionReviews are answered")
+    review_request = body.get("request")
+    if not isinstance(review_request, dict) or not isinstance(review_request.get("uid"), str):
+        return _Read(problem="the AdmissionReview has no request with a uid")
+    if _depth(review_request) > MAX_REVIEW_DEPTH:
+        # A refusal for its uid, not a 400: the API server would apply the failure policy to a 400,
+        # and Ignore would admit it.
+        problem = f"the review nests more than {MAX_REVIEW_DEPTH} levels deep"
+        return _Read(problem=problem, uid=review_request["uid"])
+    return _Read(request=review_request, uid=review_request["uid"])
+
+
 def handler(
     bundles: BundleReader, answer_seconds: float = ANSWER_SECONDS, failure_policy: str = "Fail"
 ) -> Any:
     """The ``POST /validate`` handler; ``failure_policy`` is the webhook configuration's."""
+    slots = asyncio.Semaphore(REVIEWS_AT_ONCE)
 
     async def validate(request: web.Request) -> web.Response:
-        raw = await request.read()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + answer_seconds
         try:
-            body = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            return _bad_request("the body is not UTF-8 text")
-        except RecursionError:
-            return _bad_request(f"the body nests more than {MAX_REVIEW_DEPTH} levels deep")
-        except ValueError:
-            return _bad_request("the body is not JSON")
-        if not isinstance(body, dict) or body.get("kind") != "AdmissionReview":
-            return _bad_request("the body is not an AdmissionReview")
-        if body.get("apiVersion") != "admission.k8s.io/v1":
-            return _bad_request("only admission.k8s.io/v1 AdmissionReviews are answered")
-        review_request = body.get("request")
-        if not isinstance(review_request, dict) or not isinstance(review_request.get("uid"), str):
-            return _bad_request("the AdmissionReview has no request with a uid")
-        uid = review_request["uid"]
-        if _depth(review_request) > MAX_REVIEW_DEPTH:
-            verdict = unreadable("request", f"the review nests more than {MAX_REVIEW_DEPTH} levels deep")
-        else:
-            verdict = await _judge(review_request, bundles, answer_seconds, failure_policy)
-        return web.json_response(admission_response(uid, verdict))
+            async with asyncio.timeout(answer_seconds / 2):
+                await slots.acquire()
+        except TimeoutError:
+            # Not even read: without a uid there is no verdict to give, so the API server applies
+            # the webhook's failure policy, as for a webhook that did not answer.
+            log.warning("an admission review waited too long: %d are being judged", REVIEWS_AT_ONCE)
+            return web.json_response({"error": "too many reviews at once"}, status=429)
+        try:
+            raw = await request.read()
+            read = await loop.run_in_executor(ANALYSIS, _read, raw)
+            if read.uid is None:
+                return _bad_request(read.problem)
+            if read.request is None:
+                verdict = unreadable("request", read.problem)
+            else:
+                left = max(deadline - loop.time(), 0.0)
+                verdict = await _judge(read.request, bundles, left, failure_policy)
+            return web.json_response(admission_response(read.uid, verdict))
+        finally:
+            slots.release()
 
     return validate
 

@@ -175,3 +175,27 @@ def test_the_answer_comes_a_second_before_the_api_servers_timeout() -> None:
     assert webhook.answer_seconds(5) == 4.0
     assert webhook.answer_seconds(30) == 29.0
     assert 0 < webhook.answer_seconds(1) < 1
+
+
+async def test_reviews_beyond_the_slots_are_turned_away_for_the_failure_policy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started = asyncio.Event()
+
+    async def held(request: dict[str, Any], bundles: Any) -> Any:
+        started.set()
+        await asyncio.sleep(5)
+
+    monkeypatch.setattr(webhook, "review", held)
+    monkeypatch.setattr(webhook, "REVIEWS_AT_ONCE", 1)
+    validate = webhook.handler(NoBundles(), answer_seconds=0.4, failure_policy="Fail")
+    body = json.dumps(review_of(BROKEN)).encode()
+    first = asyncio.create_task(validate(Posted(body)))
+    await started.wait()
+    second = await validate(Posted(body))
+    # Never read: the API server applies the failure policy to the 429, as to no answer.
+    assert second.status == 429
+    answer = json.loads((await first).body)["response"]
+    assert answer["allowed"] is False  # the first, out of time, is refused under Fail
+    third = json.loads((await validate(Posted(body))).body)["response"]
+    assert third["status"]["details"]["causes"][0]["reason"] == "not_analyzed_in_time"  # slot freed
