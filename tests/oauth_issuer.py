@@ -1,13 +1,16 @@
 """An OAuth authorization server for tests: its metadata and key set over HTTPS with its own CA.
 
 It serves ``/.well-known/openid-configuration`` and ``/jwks`` (counting each read) and mints JWTs
-with RSA or EC keys, as a real issuer's token endpoint would hand them out. Keys can be rotated: the
-key set then lists only the new key, as after a real rotation. No real issuer can be reached from
-here, so this stands in for one, speaking the documents RFC 8414 and OpenID Connect Discovery define.
+with RSA, EC or Ed25519 keys, as a real issuer's token endpoint would hand them out. Keys can be
+rotated (the key set then lists only the new key, as after a real rotation) or withdrawn, and the
+issuer can be taken down (every document answers 503). ``signed`` signs any header and claims, odd
+JSON types included, as a hostile or broken issuer would. No real issuer can be reached from here,
+so this stands in for one, speaking the documents RFC 8414 and OpenID Connect Discovery define.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 import threading
@@ -21,12 +24,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from tests.tls import QuietHandler, TlsFiles, https_server, throwaway_tls
 
-PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
+PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
 
 
 @dataclass
@@ -41,18 +44,22 @@ class SigningKey:
         """The key as the key set publishes it."""
         if isinstance(self.private, rsa.RSAPrivateKey):
             jwk: dict[str, Any] = json.loads(RSAAlgorithm.to_jwk(self.private.public_key()))
+        elif isinstance(self.private, ed25519.Ed25519PrivateKey):
+            jwk = json.loads(OKPAlgorithm.to_jwk(self.private.public_key()))
         else:
             jwk = json.loads(ECAlgorithm.to_jwk(self.private.public_key()))
         return {**jwk, "kid": self.kid, "alg": self.alg, "use": "sig"}
 
 
 def new_key(alg: str) -> SigningKey:
-    """A fresh RS256 or ES256 key with a random id."""
-    private: PrivateKey = (
-        rsa.generate_private_key(65537, 2048)
-        if alg.startswith(("RS", "PS"))
-        else ec.generate_private_key(ec.SECP256R1())
-    )
+    """A fresh RS256, PS256, ES256 or EdDSA (Ed25519) key with a random id."""
+    private: PrivateKey
+    if alg.startswith(("RS", "PS")):
+        private = rsa.generate_private_key(65537, 2048)
+    elif alg == "EdDSA":
+        private = ed25519.Ed25519PrivateKey.generate()
+    else:
+        private = ec.generate_private_key(ec.SECP256R1())
     return SigningKey(f"{alg.lower()}-{secrets.token_hex(4)}", alg, private)
 
 
@@ -65,6 +72,9 @@ class StubIssuer:
     keys: list[SigningKey] = field(default_factory=list)
     hits: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    down: bool = False  # every document answers 503 while set
+    odd_entries: list[Any] = field(default_factory=list)  # published after the keys, as they are
+    keys_headers: dict[str, str] = field(default_factory=dict)  # sent with the key set (Cache-Control)
 
     @property
     def url(self) -> str:
@@ -81,6 +91,16 @@ class StubIssuer:
         with self.lock:
             self.keys = [k for k in self.keys if k.alg != alg] + [fresh]
         return fresh
+
+    def publish(self, key: SigningKey) -> None:
+        """Add ``key`` to the key set."""
+        with self.lock:
+            self.keys = [*self.keys, key]
+
+    def withdraw(self, key: SigningKey) -> None:
+        """Take ``key`` out of the key set, as an issuer does with a key it revokes."""
+        with self.lock:
+            self.keys = [k for k in self.keys if k.kid != key.kid]
 
     def token(
         self,
@@ -113,10 +133,26 @@ class StubIssuer:
             claims, signer.private, algorithm=signer.alg, headers={"kid": signer.kid, **(headers or {})}
         )
 
+    def signed(self, header: dict[str, Any], claims: Any, key: SigningKey | None = None) -> str:
+        """A token of exactly ``header`` and ``claims`` (any JSON), validly signed by ``key``.
+
+        PyJWT's encoder checks claim types (an ``iss`` that is not a string, say); this signs what
+        it is given, so the platform, not the test's library, decides what to make of it.
+        """
+        signer = key or self.keys[0]
+
+        def part(data: Any) -> bytes:
+            return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=")
+
+        signing_input = part(header) + b"." + part(claims)
+        algorithm = jwt.get_algorithm_by_name(signer.alg)
+        signature = algorithm.sign(signing_input, algorithm.prepare_key(signer.private))
+        return (signing_input + b"." + base64.urlsafe_b64encode(signature).rstrip(b"=")).decode()
+
 
 @contextmanager
 def stub_issuer(tmp: Path) -> Iterator[StubIssuer]:
-    """Run an issuer with an RSA and an EC key and a throwaway CA (``issuer.tls.ca_file``)."""
+    """Run an issuer with an RSA, an EC and an Ed25519 key and a throwaway CA (``issuer.tls.ca_file``)."""
     tls = throwaway_tls(tmp, "stub issuer CA")
     state: dict[str, StubIssuer] = {}
 
@@ -127,20 +163,25 @@ def stub_issuer(tmp: Path) -> Iterator[StubIssuer]:
             with issuer.lock:
                 issuer.hits[path] += 1
                 keys = list(issuer.keys)
+            if issuer.down:
+                self.answer(503, b"{}")
+                return
             if path == "/.well-known/openid-configuration":
                 body: dict[str, Any] = {
                     "issuer": issuer.url,
                     "jwks_uri": f"{issuer.url}/jwks",
                     "token_endpoint": f"{issuer.url}/token",
-                    "id_token_signing_alg_values_supported": ["RS256", "ES256"],
+                    "id_token_signing_alg_values_supported": ["RS256", "ES256", "EdDSA"],
                 }
             elif path == "/jwks":
-                body = {"keys": [k.public_jwk() for k in keys]}
+                body = {"keys": [*(k.public_jwk() for k in keys), *issuer.odd_entries]}
             else:
                 self.answer(404, b"{}")
                 return
-            self.answer(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+            extra = issuer.keys_headers if path == "/jwks" else {}
+            self.answer(200, json.dumps(body).encode(), {"Content-Type": "application/json", **extra})
 
     with https_server(Handler, tls) as port:
-        state["issuer"] = StubIssuer(port=port, tls=tls, keys=[new_key("RS256"), new_key("ES256")])
+        keys = [new_key("RS256"), new_key("ES256"), new_key("EdDSA")]
+        state["issuer"] = StubIssuer(port=port, tls=tls, keys=keys)
         yield state["issuer"]

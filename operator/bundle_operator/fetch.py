@@ -285,9 +285,42 @@ async def fetch_bytes(
     max_redirects: int = 5,
 ) -> bytes:
     """Read a small answer (an API record) into memory behind the same guards as a download."""
+    answer = await fetch_answer(
+        url,
+        max_bytes=max_bytes,
+        accept=accept,
+        allow_networks=allow_networks,
+        verify=verify,
+        io_timeout=io_timeout,
+        total_timeout=total_timeout,
+        max_redirects=max_redirects,
+    )
+    return answer.body
 
-    async def read(response: httpx.Response, at: httpx.URL) -> bytes:
-        return await _read_capped(response, at, max_bytes)
+
+@dataclass(frozen=True)
+class Answer:
+    """A small answer read into memory, with the headers it came with (its caching rules, say)."""
+
+    body: bytes
+    headers: httpx.Headers
+
+
+async def fetch_answer(
+    url: str,
+    *,
+    max_bytes: int,
+    accept: str = "application/json",
+    allow_networks: Sequence[IPNetwork | str] = (),
+    verify: ssl.SSLContext | bool = True,
+    io_timeout: float = 10.0,
+    total_timeout: float = 30.0,
+    max_redirects: int = 5,
+) -> Answer:
+    """``fetch_bytes``, with the headers of the answer that was read."""
+
+    async def read(response: httpx.Response, at: httpx.URL) -> Answer:
+        return Answer(await _read_capped(response, at, max_bytes), response.headers)
 
     return await _guarded(url, read, allow_networks, verify, io_timeout, total_timeout, max_redirects, accept)
 

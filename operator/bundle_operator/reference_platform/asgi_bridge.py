@@ -5,15 +5,23 @@ gateway's endpoints must answer on the API's own listener, so each request is ha
 through this adapter instead of a second server. It streams both ways: request bodies as they
 arrive, and responses (server-sent events included) chunk by chunk until the app finishes or the
 client goes away.
+
+Two things of the platform's HTTP hold for what the app sends too: an error (status 400 and up) not
+in JSON becomes problem+json (RFC 9457) like every other error of the platform, and an answer that
+must have no body (to HEAD, a 204, a 304) gets none whatever the app writes, so the next response on
+the connection starts where it should.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
+from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
+
+from bundle_operator.reference_platform.problems import ApiError, problem_response
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -21,6 +29,28 @@ Send = Callable[[Message], Awaitable[None]]
 AsgiApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
 _CHUNK = 64 * 1024
+# Error bodies of these types pass as the app sent them: JSON-RPC errors and problems.
+_JSON_ERRORS = ("application/json", "application/problem+json")
+# Headers an error keeps when it becomes a problem.
+_KEPT = ("allow", "www-authenticate", "retry-after")
+# Codes as the platform's own errors name them (app.py's problem middleware).
+_CODES = {
+    400: "bad_request",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    421: "misdirected_request",
+    503: "unavailable",
+}
+_DETAILS = {
+    400: "the request cannot be read: POST one JSON-RPC message with Content-Type: application/json",
+    405: "this method is not allowed here; the Allow header lists those that are",
+    406: "the Accept header must take application/json (and text/event-stream for a stream)",
+    413: "the request body is larger than an MCP endpoint takes",
+}
 
 
 def _scope(request: web.Request, state: dict[str, Any]) -> dict[str, Any]:
@@ -44,16 +74,49 @@ def _scope(request: web.Request, state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+
+
+def _as_problem(status: int, headers: list[tuple[str, str]]) -> web.Response | None:
+    """The problem+json answer standing for an app's error that is not JSON; None for any other answer."""
+    if status < 400:
+        return None
+    content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
+    if content_type.split(";")[0].strip().lower() in _JSON_ERRORS:
+        return None
+    try:
+        phrase = HTTPStatus(status).phrase.lower()
+    except ValueError:
+        phrase = "the MCP endpoint refused the request"
+    kept = {k: v for k, v in headers if k.lower() in _KEPT}
+    code = _CODES.get(status, f"http_{status}")
+    return problem_response(ApiError(status, code, _DETAILS.get(status, phrase), headers=kept))
+
+
+def _bodiless(method: str, status: int) -> bool:
+    """Whether HTTP forbids a body on this answer (RFC 9110 sections 9.3.2, 15.3.5, 15.4.5)."""
+    return method == "HEAD" or status in (204, 304) or 100 <= status < 200
+
+
 async def serve_asgi(
-    app: AsgiApp, request: web.Request, *, body: bytes | None = None, state: dict[str, Any] | None = None
+    app: AsgiApp,
+    request: web.Request,
+    *,
+    body: bytes | None = None,
+    state: dict[str, Any] | None = None,
+    user: object = None,
 ) -> web.StreamResponse:
     """Run ``app`` for ``request`` and stream what it sends back as the aiohttp response.
 
     ``body`` is the request's body when the caller has read it already; ``state`` becomes the ASGI
-    scope's ``state`` (what the app sees as ``request.state``).
+    scope's ``state`` (what the app sees as ``request.state``), ``user`` its ``user`` (who the
+    request is from, for an app that binds state to it) when given.
     """
     finished = asyncio.Event()
     response: web.StreamResponse | None = None
+    replaced: web.Response | None = None
+    bodiless = False
     body_done = False
 
     async def receive() -> Message:
@@ -77,25 +140,33 @@ async def serve_asgi(
         return {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
-        nonlocal response
+        nonlocal response, replaced, bodiless
         kind = message["type"]
         if kind == "http.response.start":
-            response = web.StreamResponse(status=int(message["status"]))
-            for name, value in message.get("headers", []):
-                key = name.decode("latin-1") if isinstance(name, bytes) else str(name)
-                text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+            status = int(message["status"])
+            headers = [(_text(name), _text(value)) for name, value in message.get("headers", [])]
+            replaced = _as_problem(status, headers)
+            if replaced is not None:
+                return  # answered once the app is done; what it writes is dropped
+            response = web.StreamResponse(status=status)
+            for key, text in headers:
                 if key.lower() in ("content-length", "transfer-encoding", "connection"):
                     continue  # aiohttp frames the body itself
                 response.headers.add(key, text)
+            bodiless = _bodiless(request.method, status)
             await response.prepare(request)
         elif kind == "http.response.body":
+            if replaced is not None:
+                if not message.get("more_body", False):
+                    finished.set()
+                return
             if response is None:
                 raise RuntimeError("the ASGI app sent a body before starting the response")
             if finished.is_set():
                 return
             body = message.get("body", b"")
             try:
-                if body:
+                if body and not bodiless:
                     await response.write(body)
                 if not message.get("more_body", False):
                     await response.write_eof()
@@ -104,10 +175,15 @@ async def serve_asgi(
                 # The client went away mid-stream; tell the app through receive().
                 finished.set()
 
+    scope = _scope(request, state if state is not None else {})
+    if user is not None:
+        scope["user"] = user
     try:
-        await app(_scope(request, state if state is not None else {}), receive, send)
+        await app(scope, receive, send)
     finally:
         finished.set()
+    if replaced is not None:
+        return replaced
     if response is None:
-        return web.Response(status=500, text="the MCP handler sent no response")
+        return problem_response(ApiError(500, "internal_error", "the MCP handler sent no response"))
     return response

@@ -3,7 +3,8 @@
 Each call (who, endpoint, presented tool, outcome, duration, time; never an argument) is queued in
 memory and written in batches by one task, so a tool call never waits for the database; the queue is
 written before the audit is read and when the platform stops. Retention is bounded by count and by
-age. The audit route pages newest first.
+age, and every text a row holds by length, so no request makes a row larger than a few KiB. The
+audit route pages newest first.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from aiohttp import web
 
 from bundle_operator.platform.conventions import MAX_LIMIT
 from bundle_operator.reference_platform.gateway_metrics import UNKNOWN_TOOL, GatewayMetrics
-from bundle_operator.reference_platform.gateway_oauth import Principal
+from bundle_operator.reference_platform.gateway_oauth import MAX_SUBJECT, Principal
+from bundle_operator.reference_platform.gateway_rules import MAX_PRESENTED_NAME
 from bundle_operator.reference_platform.gateway_view import EndpointView
 from bundle_operator.reference_platform.http import json_response, workspace
 from bundle_operator.reference_platform.problems import refused
@@ -33,6 +35,10 @@ DEFAULT_MAX_ENTRIES = 100_000
 DEFAULT_MAX_AGE = timedelta(days=30)
 FLUSH_SECONDS = 0.25
 PAGE_DEFAULT = 100
+# The longest text a row stores per field; longer text keeps this prefix and an ellipsis.
+MAX_NAME = MAX_PRESENTED_NAME
+MAX_WHO = len("sub:") + MAX_SUBJECT
+MAX_ERROR = 1024
 
 
 @dataclass(frozen=True)
@@ -93,20 +99,24 @@ class AuditLog:
             "at": stamp,
             "bundle": view.bundle_name,
             "endpoint": view.name,
-            "who": principal.who if principal is not None else None,
-            "presented_name": presented,
-            "member": getattr(tool, "member", None),
-            "tool": getattr(tool, "tool", None),
+            "who": bounded(principal.who, MAX_WHO) if principal is not None else None,
+            "presented_name": bounded(presented, MAX_NAME),
+            "member": bounded(getattr(tool, "member", None), MAX_NAME),
+            "tool": bounded(getattr(tool, "tool", None), MAX_NAME),
             "duration_ms": round(seconds * 1000, 3),
             "outcome": outcome,
-            "error": error,
+            "error": bounded(error, MAX_ERROR),
         }
         self._pending.append((view.workspace, view.bundle_id, stamp, json.dumps(public)))
         self._wake.set()
         if audit_log.isEnabledFor(logging.DEBUG):
             # The database holds the audit; the log repeats it only at DEBUG level.
             audit_log.debug(
-                "gateway.tool_call %s %s -> %s", view.bundle_name, presented, outcome, extra={"audit": public}
+                "gateway.tool_call %s %s -> %s",
+                view.bundle_name,
+                public["presented_name"],
+                outcome,
+                extra={"audit": public},
             )
 
     async def flush(self) -> None:
@@ -143,6 +153,13 @@ class AuditLog:
         items = [json.loads(entry) for _, entry in rows[:limit]]
         following = str(rows[limit - 1][0]) if len(rows) > limit else None
         return json_response({"items": items, "next_cursor": following})
+
+
+def bounded(text: str | None, limit: int) -> str | None:
+    """``text`` when it has at most ``limit`` characters, else its first ``limit`` and an ellipsis."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + "…"
 
 
 def _number(text: str | None, name: str, default: int, low: int, high: int) -> int:

@@ -3,13 +3,17 @@
 Handlers answer from the endpoint's view (gateway_view.py), fetched anew through the gateway on
 every request, so a change to membership, curation, prompts or resources takes effect at once; the
 same change is announced to connected sessions as the matching ``list_changed`` notification.
+
+A session belongs to the principal whose request opened it: ``SessionOwners`` lets the door refuse
+anyone else's request that names it, as the SDK's session manager does for the ASGI ``user``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,7 +23,12 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
-from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE, StreamableHTTPSessionManager
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.streamable_http_manager import (
+    DEFAULT_MAX_REQUEST_BODY_SIZE,
+    DEFAULT_MAX_SESSIONS,
+    StreamableHTTPSessionManager,
+)
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
@@ -31,7 +40,8 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bundle_operator.document.prompt_text import render
+from bundle_operator.document.prompt_text import placeholder_names, render
+from bundle_operator.reference_platform.asgi_bridge import AsgiApp, Message, Receive, Send
 from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
 from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView
 from bundle_operator.reference_platform.member_link import MemberLink
@@ -40,6 +50,13 @@ from bundle_operator.reference_platform.member_link import MemberLink
 MAX_REQUEST_BODY = DEFAULT_MAX_REQUEST_BODY_SIZE
 # Handshake-era sessions remembered per endpoint for notifications; the oldest go beyond this.
 MAX_LEGACY_SESSIONS = 1024
+# Session owners remembered per endpoint: as many as the SDK keeps sessions open.
+MAX_SESSION_OWNERS = DEFAULT_MAX_SESSIONS
+# A rendered prompt of the bundle's own holds at most this many characters, whatever its arguments:
+# a value repeated by every placeholder would otherwise multiply the answer.
+MAX_RENDERED_PROMPT = 1024 * 1024
+# What a client sent is repeated in an error message up to this many characters.
+MAX_SHOWN = 200
 _SEPARATOR = "__"
 _LISTS = ("tools", "prompts", "resources")
 _EVENTS: dict[str, Callable[[], ServerEvent]] = {
@@ -65,6 +82,61 @@ class Upstream(Protocol):
 
 def _not_found(what: str) -> MCPError:
     return MCPError(code=types.INVALID_PARAMS, message=what)
+
+
+def shown(text: str) -> str:
+    """Client text as an error message repeats it: cut short, so no answer grows with the request."""
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "…"
+
+
+class SessionOwners:
+    """Who opened each session of an endpoint (a principal's ``who``), newest use last.
+
+    Only ids the SDK minted are kept (read from the answer that opened the session), so a client
+    cannot grow this with ids it makes up; beyond the bound the least recently used are forgotten,
+    and the SDK's own check of the ASGI ``user`` still stands for them.
+    """
+
+    def __init__(self, limit: int = MAX_SESSION_OWNERS) -> None:
+        self._limit = limit
+        self._owners: OrderedDict[str, str] = OrderedDict()
+
+    def allows(self, session_id: str, who: str) -> bool:
+        """Whether ``who`` may use the session (True too for a session not known here)."""
+        owner = self._owners.get(session_id)
+        if owner is None:
+            return True
+        self._owners.move_to_end(session_id)
+        return owner == who
+
+    def claim(self, session_id: str, who: str) -> None:
+        """Record ``who`` as the owner of a session the SDK just opened for them."""
+        self._owners[session_id] = who
+        self._owners.move_to_end(session_id)
+        while len(self._owners) > self._limit:
+            self._owners.popitem(last=False)
+
+    def forget(self, session_id: str) -> None:
+        """The session ended."""
+        self._owners.pop(session_id, None)
+
+    def recording(self, app: AsgiApp, who: str) -> AsgiApp:
+        """``app`` for a request of ``who``, claiming the session id its answer opens.
+
+        Claimed as the answer starts, before the client can read the id and use it.
+        """
+
+        async def recorded(scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+            async def watch(message: Message) -> None:
+                if message["type"] == "http.response.start" and int(message["status"]) < 400:
+                    for name, value in message.get("headers", []):
+                        if bytes(name).lower() == MCP_SESSION_ID_HEADER.encode():
+                            self.claim(bytes(value).decode("latin-1"), who)
+                await send(message)
+
+            await app(scope, receive, watch)
+
+        return recorded
 
 
 class _AnnouncingServer(Server[Any]):
@@ -97,6 +169,7 @@ class GatewayEndpoint:
     manager: StreamableHTTPSessionManager = field(init=False)
     bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
     sessions: dict[str, ServerSession] = field(default_factory=dict)
+    owners: SessionOwners = field(default_factory=SessionOwners)
     announced: dict[str, str] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -192,8 +265,9 @@ class GatewayEndpoint:
                 del self.sessions[key]
 
     def forget(self, session_id: str) -> None:
-        """A client ended its session (HTTP DELETE)."""
+        """The session's owner ended it (an HTTP DELETE the SDK accepted)."""
         self.sessions.pop(session_id, None)
+        self.owners.forget(session_id)
 
     # --- tools ---------------------------------------------------------------------------------
 
@@ -252,7 +326,7 @@ class GatewayEndpoint:
             return self._own_prompt(view, params.name, arguments)
         prompt = view.member_prompts.get(params.name)
         if prompt is None:
-            raise _not_found(f"this bundle has no prompt '{params.name}'")
+            raise _not_found(f"this bundle has no prompt '{shown(params.name)}'")
         result: types.GetPromptResult = await self.gateway.on_member(
             prompt.link, prompt.member, lambda client: client.get_prompt(prompt.name, arguments)
         )
@@ -262,13 +336,20 @@ class GatewayEndpoint:
     def _own_prompt(view: EndpointView, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
         prompt = view.own_prompts.get(name)
         if prompt is None:
-            raise _not_found(f"this bundle has no prompt '{name}'")
+            raise _not_found(f"this bundle has no prompt '{shown(name)}'")
         for argument in prompt.get("arguments", []):
             if argument.get("required") and argument["name"] not in arguments:
                 raise MCPError(
                     code=types.INVALID_PARAMS,
                     message=f"the prompt '{name}' needs the argument '{argument['name']}'",
                 )
+        size = sum(_rendered_size(m["text"], arguments) for m in prompt.get("messages", []) if m.get("text"))
+        if size > MAX_RENDERED_PROMPT:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"the arguments would make the prompt '{name}' longer than "
+                f"{MAX_RENDERED_PROMPT} characters",
+            )
         messages: list[types.PromptMessage] = []
         for message in prompt.get("messages", []):
             role = message.get("role", "user")
@@ -345,7 +426,7 @@ class GatewayEndpoint:
             name = uri[len(OWN_RESOURCE_PREFIX) :] if uri.startswith(OWN_RESOURCE_PREFIX) else None
             own = view.own_resources.get(name) if name is not None else None
             if own is None or name is None:
-                raise _not_found(f"this bundle has no resource '{uri}'")
+                raise _not_found(f"this bundle has no resource '{shown(uri)}'")
             return types.ReadResourceResult(
                 contents=[
                     types.TextResourceContents(
@@ -357,8 +438,13 @@ class GatewayEndpoint:
             )
         resource = view.member_resources.get(uri)
         if resource is None:
-            raise _not_found(f"this bundle serves no resource '{uri}'")
+            raise _not_found(f"this bundle serves no resource '{shown(uri)}'")
         result: types.ReadResourceResult = await self.gateway.on_member(
             resource.link, resource.member, lambda client: client.read_resource(uri)
         )
         return result
+
+
+def _rendered_size(text: str, arguments: dict[str, str]) -> int:
+    """No less than the length of ``text`` rendered with ``arguments``, counted without rendering it."""
+    return len(text) + sum(len(arguments.get(name, "")) for name in placeholder_names(text))

@@ -3,7 +3,9 @@
 A bucket holds ``burst`` calls and refills at ``requests_per_minute``; a call that finds it empty is
 refused with how long until the next call fits (HTTP 429, ``Retry-After``). Only ``tools/call``
 counts: session set-up, lists and notifications never use up a client's calls. Buckets live in
-memory; idle full ones are dropped when there are many, so made-up client names cannot grow it.
+memory; idle full ones are dropped when there are many, so made-up client names cannot grow it, and
+then the oldest down to nine tenths of the bound, so the scan that finds them runs once per tenth of
+the bound of new clients rather than for every one.
 """
 
 from __future__ import annotations
@@ -16,12 +18,20 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_BUCKETS = 100_000
+# A prune leaves at most this many buckets.
+PRUNED_TO = MAX_BUCKETS - MAX_BUCKETS // 10
 
 
 @dataclass
 class _Bucket:
     tokens: float
     at: float
+    rate: float  # calls per second, of the endpoint the bucket counts for
+    burst: int
+
+    def full(self, now: float) -> bool:
+        """Whether the bucket has refilled completely: then it holds no information."""
+        return self.tokens + (now - self.at) * self.rate >= self.burst
 
 
 class RateLimiter:
@@ -38,9 +48,10 @@ class RateLimiter:
         bucket = self._buckets.get(key)
         if bucket is None:
             if len(self._buckets) >= MAX_BUCKETS:
-                self._prune(now, rate, burst)
-            bucket = self._buckets[key] = _Bucket(float(burst), now)
+                self._prune(now)
+            bucket = self._buckets[key] = _Bucket(float(burst), now, rate, burst)
         else:
+            bucket.rate, bucket.burst = rate, burst  # the endpoint's limit may have changed
             bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.at) * rate)
             bucket.at = now
         if bucket.tokens >= 1.0:
@@ -48,12 +59,13 @@ class RateLimiter:
             return None
         return (1.0 - bucket.tokens) / rate
 
-    def _prune(self, now: float, rate: float, burst: int) -> None:
-        # A bucket that has refilled completely holds no information: forget it.
-        full = [k for k, b in self._buckets.items() if b.tokens + (now - b.at) * rate >= burst]
+    def _prune(self, now: float) -> None:
+        # Each bucket judged by its own endpoint's limit: another's could call a slow one full.
+        full = [k for k, b in self._buckets.items() if b.full(now)]
         for key in full:
             del self._buckets[key]
-        while len(self._buckets) >= MAX_BUCKETS:
+        # Then the oldest, with room to spare: a scan per new client would cost the whole map each.
+        while len(self._buckets) > PRUNED_TO:
             del self._buckets[next(iter(self._buckets))]
 
 

@@ -2,9 +2,11 @@
 
 Each endpoint gets an MCP server of its own (gateway_endpoint.py), started on first use and served
 through the API's listener (``{public path}/{name}/mcp``). Every request first passes the
-endpoint's own door: the endpoint must exist and be enabled, and an ApiKey endpoint wants its
-current key as a bearer token. The gateway follows the store and announces list changes to the
-endpoints it serves; tool calls go to the members through one pool of clients and are audited.
+endpoint's own door: the method must be one the transport has (GET, POST, DELETE), the endpoint
+must exist and be enabled, an ApiKey endpoint wants its current key as a bearer token, a session id
+must be one its sender opened, and a body must fit the transport's limit. The gateway follows the
+store and announces list changes to the endpoints it serves; tool calls go to the members through
+one pool of clients and are audited.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import aiohttp
 import mcp_types as types
 from aiohttp import web
 from mcp import Client
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -34,7 +39,7 @@ from bundle_operator.reference_platform.gateway_direct import (
     failure,
     param_headers_agree,
 )
-from bundle_operator.reference_platform.gateway_endpoint import MAX_REQUEST_BODY, GatewayEndpoint
+from bundle_operator.reference_platform.gateway_endpoint import MAX_REQUEST_BODY, GatewayEndpoint, shown
 from bundle_operator.reference_platform.gateway_limits import (
     RateLimiter,
     json_message,
@@ -51,6 +56,7 @@ from bundle_operator.reference_platform.gateway_oauth import (
     protected_resource_metadata,
     tool_allowed,
 )
+from bundle_operator.reference_platform.gateway_rules import MAX_PRESENTED_NAME
 from bundle_operator.reference_platform.gateway_view import EndpointView, endpoint_view
 from bundle_operator.reference_platform.member_forward import HeaderMismatch, MemberForwarder
 from bundle_operator.reference_platform.member_link import MemberLink, MemberPool
@@ -64,6 +70,9 @@ METADATA_ROUTE_NAME = "gateway-oauth-metadata"
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 CATALOG_ROUTE_NAME = "gateway-catalog"
 DEBOUNCE = 0.05
+# The methods of the streamable HTTP transport; HEAD and the rest answer 405 before anything else.
+METHODS = ("GET", "POST", "DELETE")
+_READ_CHUNK = 64 * 1024
 
 
 class Gateway:
@@ -220,6 +229,13 @@ class Gateway:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """Serve one HTTP request to ``{public path}/{name}/mcp``."""
+        if request.method not in METHODS:
+            raise ApiError(
+                405,
+                "method_not_allowed",
+                "an MCP endpoint takes GET, POST and DELETE",
+                headers={"Allow": ", ".join(METHODS)},
+            )
         name = request.match_info["endpoint"]
         live, view = await self.endpoint(name)
         if live is None or view is None:
@@ -227,7 +243,11 @@ class Gateway:
         if not view.enabled:
             raise ApiError(403, "endpoint_disabled", f"the endpoint '{name}' is disabled")
         principal = await self._principal(request, view)
-        body = await request.read() if request.method == "POST" else None
+        session_id = request.headers.get(MCP_SESSION_ID_HEADER)
+        if session_id is not None and not live.owners.allows(session_id, principal.who):
+            # Said as the SDK says an unknown session: another's session is not there for this sender.
+            return _session_not_found()
+        body = await _read_body(request) if request.method == "POST" else None
         # Read once, and only when the rate limit or the direct path (the 2026-07-28 wire) needs it.
         modern = request.headers.get("MCP-Protocol-Version") in MODERN_PROTOCOL_VERSIONS
         message = json_message(body) if body and (view.rate_limit is not None or modern) else None
@@ -249,10 +269,13 @@ class Gateway:
         live.view = view
         live.server.instructions = view.description or None
         response = await serve_asgi(
-            live.manager.handle_request, request, body=body, state={PRINCIPAL: principal}
+            live.owners.recording(live.manager.handle_request, principal.who),
+            request,
+            body=body,
+            state={PRINCIPAL: principal},
+            user=_sdk_user(principal),
         )
-        session_id = request.headers.get("mcp-session-id")
-        if request.method == "DELETE" and session_id:
+        if request.method == "DELETE" and session_id and response.status < 400:
             live.forget(session_id)
         return response
 
@@ -283,6 +306,14 @@ class Gateway:
         """Call the tool presented as ``name`` for ``principal``, audited; refusals are MCP errors."""
         tool = view.tools.get(name)
         call = AuditCall(view, name, tool, time.perf_counter(), principal)
+        if len(name) > MAX_PRESENTED_NAME:
+            # No presented tool has such a name: neither the answer nor the audit repeats it whole.
+            message = (
+                f"this bundle has no tool '{shown(name)}' (tool names have at most "
+                f"{MAX_PRESENTED_NAME} characters)"
+            )
+            self.audit(call, "refused", message)
+            raise MCPError(code=types.INVALID_PARAMS, message=message)
         if tool is None:
             reason = view.withheld_tools.get(name)
             message = f"the tool '{name}' {reason}" if reason else f"this bundle has no tool '{name}'"
@@ -392,6 +423,37 @@ def _tool_title(listing: dict[str, Any], tool: str) -> str:
     return str(title or tool)
 
 
+async def _read_body(request: web.Request) -> bytes:
+    """The request's body; 413 (problem+json) past what the transport takes, before reading it all."""
+    too_large = ApiError(
+        413, "payload_too_large", f"the request body is larger than {MAX_REQUEST_BODY} bytes"
+    )
+    if request.content_length is not None and request.content_length > MAX_REQUEST_BODY:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(_READ_CHUNK):
+        body += chunk
+        if len(body) > MAX_REQUEST_BODY:
+            raise too_large
+    return bytes(body)
+
+
+def _sdk_user(principal: Principal) -> AuthenticatedUser:
+    """The principal as the SDK's session manager knows a user: it binds each session to its opener."""
+    # The token itself never goes here: the principal's ``who`` is all the SDK compares.
+    return AuthenticatedUser(AccessToken(token="", client_id=principal.who, scopes=[]))
+
+
+def _session_not_found() -> web.Response:
+    """The SDK's answer for a session it does not hold: 404 with a JSON-RPC error."""
+    error = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": types.INVALID_REQUEST, "message": "Session not found"},
+    }
+    return web.json_response(error, status=404)
+
+
 def resource_metadata_url(resource: str) -> str:
     """Where RFC 9728 puts a resource's metadata: the well-known path before the resource's path."""
     parts = urlsplit(resource)
@@ -405,7 +467,9 @@ def _challenge(refusal: TokenRefused, metadata: str) -> ApiError:
         params.insert(0, f'error="insufficient_scope", scope="{refusal.scope or ""}"')
         code = "insufficient_scope"
     elif refusal.reason != "missing":
-        params.insert(0, f'error="invalid_token", error_description="{refusal.description}"')
+        # A quoted-string (RFC 9110 section 5.6.4): no quote or backslash may end it early.
+        description = refusal.description.replace("\\", "/").replace('"', "'")
+        params.insert(0, f'error="invalid_token", error_description="{description}"')
         code = "invalid_token"
     else:
         code = "unauthorized"

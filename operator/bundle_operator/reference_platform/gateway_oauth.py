@@ -2,9 +2,17 @@
 
 A request carries a bearer JWT from the endpoint's issuer. The issuer's keys are found through its
 metadata (``/.well-known/openid-configuration``, else RFC 8414's ``oauth-authorization-server``),
-then its ``jwks_uri``, fetched over https behind the fetcher's guards and cached per issuer. A token
-signed by a key the cache does not hold makes the keys be fetched once more, at most once per 30 s,
-so a rotation needs no restart and a flood of made-up key ids costs one fetch per interval.
+then its ``jwks_uri``, fetched over https behind the fetcher's guards and cached per issuer. The
+keys are used for ``KEYS_MAX_AGE`` (5 min) after a fetch and fetched again on the first token past
+that, so a key the issuer withdraws stops verifying within 5 min, verified tokens cached in memory
+included (their cache never outlives the keys that verified them). A token signed by a key the cache
+does not hold makes the keys be fetched at once, and no issuer's keys are fetched more than once per
+``REFETCH_SECONDS`` (30 s): a rotation needs no restart and a flood of made-up key ids costs one fetch
+per interval. When the issuer cannot be reached, its last keys serve ``KEYS_GRACE`` (5 min) longer,
+then its tokens are refused until it answers again.
+
+Every header field and claim the checks read is checked for its JSON type first: a token is
+untrusted input until its signature verifies, and an odd type must be a 401, never a 500.
 
 PyJWT (already installed with the ``mcp`` SDK, over ``cryptography``) checks the signature and the
 claims: it is the library the SDK's own auth code uses, so one JWT stack serves both. Only
@@ -18,31 +26,51 @@ import asyncio
 import fnmatch
 import hashlib
 import json
+import logging
 import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import jwt
 from jwt import PyJWK
 
-from bundle_operator.fetch import FetchRefused, IPNetwork, fetch_bytes
+from bundle_operator.fetch import FetchRefused, IPNetwork, fetch_answer
 
 ALGORITHMS = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 )
 LEEWAY_SECONDS = 60
+# The fewest seconds between two fetches of one issuer's keys, whatever the tokens name.
 REFETCH_SECONDS = 30.0
+# How long fetched keys are used before they are fetched again, at most: the longest a withdrawn key
+# verifies. The issuer's Cache-Control (or Expires) shortens it, down to REFETCH_SECONDS.
+KEYS_MAX_AGE = 300.0
+# How much longer an issuer's last keys serve while it cannot be reached.
+KEYS_GRACE = 300.0
+# An issuer's key set is read up to this many keys; the rest are ignored.
+MAX_KEYS = 100
 # A token checked once is taken again without a second check for this long at most (and never past
 # its exp): a client sends the same token with every request, and its signature does not change.
 VERIFIED_SECONDS = 60.0
 VERIFIED_MAX = 10_000
 MAX_DOCUMENT_BYTES = 512 * 1024
+# OpenID Connect Core 1.0 section 2: a subject is at most 255 ASCII characters.
+MAX_SUBJECT = 255
+MAX_KEY_ID = 256
+# The last second of year 9999: a NumericDate past it is not a date any clock reaches.
+MAX_NUMERIC_DATE = 253_402_300_799
 # Where the door leaves the request's principal for the MCP handlers: the ASGI scope's state.
 PRINCIPAL = "bundle_gateway_principal"
 METADATA_PATHS = ("/.well-known/openid-configuration", "/.well-known/oauth-authorization-server")
+# The key type each accepted algorithm verifies with.
+_KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC"}
+
+log = logging.getLogger("bundle_operator.platform.gateway")
 
 
 class TokenRefused(Exception):
@@ -119,18 +147,20 @@ class _Key:
         """Whether a token signed with ``algorithm`` may be checked with this key."""
         if self.alg is not None and self.alg != algorithm:
             return False
-        family = {"R": "RSA", "P": "RSA", "E": "EC"}.get(algorithm[0], "OKP")
+        family = "OKP" if algorithm == "EdDSA" else _KEY_TYPES.get(algorithm[:2])
         return self.kty == family
 
 
 @dataclass
 class _Issuer:
-    """What is known of one issuer: its keys by id, and when they were last fetched."""
+    """What is known of one issuer: its keys by id, and until when they serve (monotonic times)."""
 
     jwks_uri: str | None = None
     keys: dict[str, _Key] = field(default_factory=dict)
     unnamed: list[_Key] = field(default_factory=list)
-    fetched_at: float = float("-inf")
+    fetched_at: float = float("-inf")  # the last fetch, whether it worked or not
+    fresh_until: float = float("-inf")  # the keys serve without a fetch until then
+    usable_until: float = float("-inf")  # and while the issuer cannot be reached, until then
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -143,11 +173,16 @@ class TokenVerifier:
         allow_networks: Sequence[IPNetwork | str] = (),
         verify: ssl.SSLContext | bool = True,
         refetch_seconds: float = REFETCH_SECONDS,
+        keys_max_age: float = KEYS_MAX_AGE,
+        keys_grace: float = KEYS_GRACE,
     ) -> None:
         self._allow = allow_networks
         self._verify = verify
         self._refetch = refetch_seconds
+        self._max_age = keys_max_age
+        self._grace = keys_grace
         self._issuers: dict[str, _Issuer] = {}
+        # Principal and the monotonic time its check lapses, by token digest and settings.
         self._verified: OrderedDict[tuple[bytes, OAuthSettings], tuple[Principal, float]] = OrderedDict()
 
     async def principal(self, authorization: str | None, settings: OAuthSettings) -> Principal:
@@ -158,22 +193,20 @@ class TokenVerifier:
             raise TokenRefused(401, "missing", "send Authorization: Bearer <access token> from the issuer")
         # Keyed by a digest: the cache never holds a usable token.
         key = (hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest(), settings)
-        now = time.time()
         cached = self._verified.get(key)
-        if cached is not None and now < cached[1]:
+        if cached is not None and time.monotonic() < cached[1]:
             self._verified.move_to_end(key)
             return cached[0]
-        principal, expires = await self._principal(token, settings)
-        self._verified[key] = (principal, min(expires + LEEWAY_SECONDS, now + VERIFIED_SECONDS))
+        principal, lapses = await self._principal(token, settings)
+        self._verified[key] = (principal, lapses)
         while len(self._verified) > VERIFIED_MAX:
             self._verified.popitem(last=False)
         return principal
 
     async def _principal(self, token: str, settings: OAuthSettings) -> tuple[Principal, float]:
-        claims = await self._claims(token, settings)
-        subject = claims.get("sub") or claims.get("client_id") or claims.get("azp")
-        if not isinstance(subject, str) or not subject:
-            raise TokenRefused(401, "no_subject", "the token names no subject (sub)")
+        """The token's principal, and the monotonic time until which its check may be taken again."""
+        claims, keys_fresh_until = await self._claims(token, settings)
+        subject = _subject(claims)
         scopes = _scopes(claims)
         missing = sorted(set(settings.required_scopes) - scopes)
         if missing:
@@ -183,22 +216,24 @@ class TokenVerifier:
                 f"the token lacks the scopes {' '.join(missing)}",
                 scope=" ".join(settings.required_scopes),
             )
-        return Principal(f"sub:{subject[:200]}", frozenset(scopes)), float(claims["exp"])
+        now = time.monotonic()
+        expires = now + float(claims["exp"]) + LEEWAY_SECONDS - time.time()
+        # Never past the keys' next fetch: a withdrawn key must stop passing with the keys.
+        lapses = min(expires, now + VERIFIED_SECONDS, keys_fresh_until)
+        return Principal(f"sub:{subject}", frozenset(scopes)), lapses
 
-    async def _claims(self, token: str, settings: OAuthSettings) -> dict[str, Any]:
+    async def _claims(self, token: str, settings: OAuthSettings) -> tuple[dict[str, Any], float]:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
             raise TokenRefused(401, "malformed", "the bearer token is not a JWT") from None
-        algorithm = header.get("alg")
-        if algorithm not in ALGORITHMS:
-            raise TokenRefused(401, "algorithm", f"tokens signed with {str(algorithm)[:16]} are not accepted")
-        key = await self._key(settings.issuer, header.get("kid"), str(algorithm))
+        algorithm, kid = _checked_header(header)
+        key, keys_fresh_until = await self._key(settings.issuer, kid, algorithm)
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
                 key=key.jwk.key,
-                algorithms=[str(algorithm)],
+                algorithms=[algorithm],
                 audience=settings.audience,
                 issuer=settings.issuer,
                 leeway=LEEWAY_SECONDS,
@@ -207,7 +242,7 @@ class TokenVerifier:
         except jwt.ExpiredSignatureError:
             raise TokenRefused(401, "expired", "the token has expired") from None
         except jwt.ImmatureSignatureError:
-            raise TokenRefused(401, "not_yet_valid", "the token is not valid yet (nbf)") from None
+            raise TokenRefused(401, "not_yet_valid", "the token is not valid yet (nbf or iat)") from None
         except jwt.InvalidAudienceError:
             raise TokenRefused(401, "audience", "the token is not for this endpoint (aud)") from None
         except jwt.InvalidIssuerError:
@@ -218,50 +253,74 @@ class TokenVerifier:
             raise TokenRefused(401, "signature", "the token's signature does not verify") from None
         except jwt.PyJWTError:
             raise TokenRefused(401, "malformed", "the token cannot be read") from None
-        return claims
+        _check_dates(claims)
+        return claims, keys_fresh_until
 
-    async def _key(self, issuer: str, kid: object, algorithm: str) -> _Key:
+    async def _key(self, issuer: str, kid: str | None, algorithm: str) -> tuple[_Key, float]:
+        """The issuer's key for the token, and the monotonic time its key set is next fetched."""
         state = self._issuers.setdefault(issuer, _Issuer())
+        if self._due(state, kid, algorithm):
+            async with state.lock:
+                if self._due(state, kid, algorithm):  # another request may have fetched meanwhile
+                    await self._refresh(issuer, state)
+        if time.monotonic() >= state.usable_until:
+            raise TokenRefused(401, "issuer_unavailable", "the issuer's keys cannot be read")
         found = _pick(state, kid, algorithm)
-        if found is not None:
-            return found
-        async with state.lock:
-            found = _pick(state, kid, algorithm)  # another request may have fetched meanwhile
-            if found is None and time.monotonic() - state.fetched_at >= self._refetch:
-                await self._fetch(issuer, state)
-                found = _pick(state, kid, algorithm)
         if found is None:
             raise TokenRefused(401, "unknown_key", "the token is signed by a key the issuer does not publish")
-        return found
+        return found, state.fresh_until
 
-    async def _fetch(self, issuer: str, state: _Issuer) -> None:
-        state.fetched_at = time.monotonic()
+    def _due(self, state: _Issuer, kid: str | None, algorithm: str) -> bool:
+        """Whether the issuer's keys are fetched now: they are old, or lack the token's key."""
+        now = time.monotonic()
+        if now - state.fetched_at < self._refetch:
+            return False
+        return now >= state.fresh_until or _pick(state, kid, algorithm) is None
+
+    async def _refresh(self, issuer: str, state: _Issuer) -> None:
+        """Fetch the issuer's keys; when it cannot be reached, its last keys serve out their grace."""
+        now = state.fetched_at = time.monotonic()
+        try:
+            state.keys, state.unnamed, fresh_for = await self._fetch(issuer, state)
+        except TokenRefused as refusal:
+            if now >= state.usable_until:
+                raise
+            log.warning(
+                "the keys of the OAuth issuer %s cannot be read (%s); its last keys serve %.0f s more",
+                issuer,
+                refusal.description,
+                state.usable_until - now,
+            )
+            return
+        state.fresh_until = now + fresh_for
+        state.usable_until = state.fresh_until + self._grace
+
+    async def _fetch(self, issuer: str, state: _Issuer) -> tuple[dict[str, _Key], list[_Key], float]:
+        """The issuer's keys, named and unnamed, and for how long they may be used without a fetch."""
         if state.jwks_uri is None:
             state.jwks_uri = await self._jwks_uri(issuer)
-        data = await self._json(state.jwks_uri, "its keys")
+        data, headers = await self._json(state.jwks_uri, "its keys")
+        # What the issuer's cache headers allow, kept between the fetch floor and the ceiling.
+        fresh_for = min(max(_cacheable_for(headers, self._max_age), self._refetch), self._max_age)
         keys = data.get("keys") if isinstance(data, dict) else None
         if not isinstance(keys, list):
             raise TokenRefused(401, "issuer_unavailable", "the issuer's key set has no keys")
         named: dict[str, _Key] = {}
         unnamed: list[_Key] = []
-        for entry in keys:
-            if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
+        for entry in keys[:MAX_KEYS]:
+            key = _published_key(entry)
+            if key is None:
                 continue
-            try:
-                alg = entry.get("alg")
-                key = _Key(PyJWK(entry), alg if isinstance(alg, str) else None, str(entry.get("kty")))
-            except jwt.PyJWTError:
-                continue  # a key type this platform cannot use: the others still serve
             if isinstance(entry.get("kid"), str):
                 named[entry["kid"]] = key
             else:
                 unnamed.append(key)
-        state.keys, state.unnamed = named, unnamed
+        return named, unnamed, fresh_for
 
     async def _jwks_uri(self, issuer: str) -> str:
         for path in METADATA_PATHS:
             try:
-                metadata = await self._json(issuer.rstrip("/") + path, "its metadata")
+                metadata, _ = await self._json(issuer.rstrip("/") + path, "its metadata")
             except TokenRefused:
                 continue
             if not isinstance(metadata, dict):
@@ -273,9 +332,10 @@ class TokenVerifier:
                 return uri
         raise TokenRefused(401, "issuer_unavailable", "the issuer's metadata and keys cannot be read")
 
-    async def _json(self, url: str, what: str) -> Any:
+    async def _json(self, url: str, what: str) -> tuple[Any, Mapping[str, str]]:
+        """A document of the issuer, and the headers it came with."""
         try:
-            body = await fetch_bytes(
+            answer = await fetch_answer(
                 url,
                 max_bytes=MAX_DOCUMENT_BYTES,
                 allow_networks=self._allow,
@@ -283,13 +343,96 @@ class TokenVerifier:
                 io_timeout=5.0,
                 total_timeout=10.0,
             )
-            return json.loads(body.decode("utf-8"))
-        except (FetchRefused, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            # ValueError too: a number of more digits than Python reads is not a JSON error.
+            return json.loads(answer.body.decode("utf-8")), answer.headers
+        except (FetchRefused, UnicodeDecodeError, ValueError, RecursionError):
             raise TokenRefused(401, "issuer_unavailable", f"the issuer's {what} cannot be read") from None
 
 
-def _pick(state: _Issuer, kid: object, algorithm: str) -> _Key | None:
-    if isinstance(kid, str):
+def _cacheable_for(headers: Mapping[str, str], default: float) -> float:
+    """How many seconds an answer may be reused, by its Cache-Control (RFC 9111), else its Expires.
+
+    ``no-store`` and ``no-cache`` are 0 (the caller's floor still applies); neither header: ``default``.
+    """
+    directives = [d.strip().lower() for d in headers.get("cache-control", "").split(",")]
+    if "no-store" in directives or "no-cache" in directives:
+        return 0.0
+    for directive in directives:
+        name, _, value = directive.partition("=")
+        if name.strip() == "max-age":
+            seconds = value.strip().strip('"')
+            # A bound on the digits: the value is the issuer's text, and any number past a day
+            # is past the ceiling anyway.
+            return float(seconds) if seconds.isdigit() and len(seconds) <= 9 else default
+    expires = headers.get("expires")
+    if expires is None:
+        return default
+    try:
+        until = parsedate_to_datetime(expires)
+        date = headers.get("date")
+        now = parsedate_to_datetime(date) if date else datetime.now(UTC)
+        return max((until - now).total_seconds(), 0.0)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0.0  # RFC 9111: an Expires that cannot be read means already expired
+
+
+def _published_key(entry: object) -> _Key | None:
+    """A key of the issuer's key set, or None for one this platform cannot use or read."""
+    if not isinstance(entry, dict):
+        return None
+    kty, alg, use = entry.get("kty"), entry.get("alg"), entry.get("use", "sig")
+    if not isinstance(kty, str) or not isinstance(alg, str | None) or use != "sig":
+        return None
+    try:
+        return _Key(PyJWK(entry), alg, kty)
+    except (jwt.PyJWTError, TypeError, ValueError, KeyError):
+        return None  # a key type or a field the platform cannot use: the others still serve
+
+
+def _checked_header(header: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The token's algorithm and key id, once their JSON types and values are ones this platform takes."""
+    algorithm, kid, typ = header.get("alg"), header.get("kid"), header.get("typ")
+    # The type first: an array or object is not hashable, so it cannot even be looked up.
+    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
+        accepted = ", ".join(sorted(ALGORITHMS))
+        raise TokenRefused(401, "algorithm", f"the token's algorithm (alg) is not one of {accepted}")
+    if kid is not None and (not isinstance(kid, str) or len(kid) > MAX_KEY_ID):
+        raise TokenRefused(
+            401, "malformed", f"the token's key id (kid) is not a string of at most {MAX_KEY_ID} characters"
+        )
+    if typ is not None and not isinstance(typ, str):
+        raise TokenRefused(401, "malformed", "the token's type (typ) is not a string")
+    return algorithm, kid
+
+
+def _check_dates(claims: Mapping[str, Any]) -> None:
+    """Refuse exp, nbf and iat that are not JSON numbers of seconds (PyJWT also takes "123" and true)."""
+    for claim in ("exp", "nbf", "iat"):
+        value = claims.get(claim)
+        if value is None and claim != "exp":
+            continue
+        # The range check also refuses NaN and the infinities; ints compare exactly, however long.
+        if (
+            not isinstance(value, int | float)
+            or isinstance(value, bool)
+            or not 0 <= value <= MAX_NUMERIC_DATE
+        ):
+            raise TokenRefused(401, "claims", f"the token's {claim} claim is not a date in seconds")
+
+
+def _subject(claims: Mapping[str, Any]) -> str:
+    """Who the token names: ``sub``, else the client it was issued to (``client_id``, ``azp``)."""
+    subject = claims.get("sub") or claims.get("client_id") or claims.get("azp")
+    if not isinstance(subject, str) or not subject:
+        raise TokenRefused(401, "no_subject", "the token names no subject (sub)")
+    if len(subject) > MAX_SUBJECT:
+        # Never cut short: two subjects with one prefix would be one principal.
+        raise TokenRefused(401, "claims", f"the token's subject is longer than {MAX_SUBJECT} characters")
+    return subject
+
+
+def _pick(state: _Issuer, kid: str | None, algorithm: str) -> _Key | None:
+    if kid is not None:
         key = state.keys.get(kid)
     else:
         # No kid: the issuer's only key that fits the algorithm, if there is exactly one.
@@ -305,10 +448,14 @@ def _scopes(claims: Mapping[str, Any]) -> set[str]:
     found: set[str] = set()
     for claim in ("scope", "scp"):
         value = claims.get(claim)
+        if value is None:
+            continue
         if isinstance(value, str):
             found.update(value.split())
-        elif isinstance(value, list):
-            found.update(s for s in value if isinstance(s, str))
+        elif isinstance(value, list) and all(isinstance(s, str) for s in value):
+            found.update(value)
+        else:
+            raise TokenRefused(401, "claims", f"the token's {claim} claim is neither a string nor strings")
     return found
 
 

@@ -205,7 +205,7 @@ async def test_protected_resource_metadata_and_the_401_challenge(
     assert refused.headers["WWW-Authenticate"] == f'Bearer resource_metadata="{metadata_url(url)}"'
 
 
-@pytest.mark.parametrize("alg", ["RS256", "ES256"])
+@pytest.mark.parametrize("alg", ["RS256", "ES256", "EdDSA"])
 async def test_a_valid_token_lists_and_calls_tools_within_its_scopes(
     api: PlatformClient, members: Members, issuer: StubIssuer, alg: str
 ) -> None:
