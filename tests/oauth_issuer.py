@@ -75,6 +75,7 @@ class StubIssuer:
     down: bool = False  # every document answers 503 while set
     odd_entries: list[Any] = field(default_factory=list)  # published after the keys, as they are
     keys_headers: dict[str, str] = field(default_factory=dict)  # sent with the key set (Cache-Control)
+    keys_path: str = "/jwks"  # where the key set is served, as the metadata says
 
     @property
     def url(self) -> str:
@@ -169,16 +170,16 @@ def stub_issuer(tmp: Path) -> Iterator[StubIssuer]:
             if path == "/.well-known/openid-configuration":
                 body: dict[str, Any] = {
                     "issuer": issuer.url,
-                    "jwks_uri": f"{issuer.url}/jwks",
+                    "jwks_uri": f"{issuer.url}{issuer.keys_path}",
                     "token_endpoint": f"{issuer.url}/token",
                     "id_token_signing_alg_values_supported": ["RS256", "ES256", "EdDSA"],
                 }
-            elif path == "/jwks":
+            elif path == issuer.keys_path:
                 body = {"keys": [*(k.public_jwk() for k in keys), *issuer.odd_entries]}
             else:
                 self.answer(404, b"{}")
                 return
-            extra = issuer.keys_headers if path == "/jwks" else {}
+            extra = issuer.keys_headers if path == issuer.keys_path else {}
             self.answer(200, json.dumps(body).encode(), {"Content-Type": "application/json", **extra})
 
     with https_server(Handler, tls) as port:

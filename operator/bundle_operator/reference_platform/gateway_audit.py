@@ -37,7 +37,7 @@ FLUSH_SECONDS = 0.25
 PAGE_DEFAULT = 100
 # The longest text a row stores per field; longer text keeps this prefix and an ellipsis.
 MAX_NAME = MAX_PRESENTED_NAME
-MAX_WHO = len("sub:") + MAX_SUBJECT
+MAX_WHO = len("client:") + MAX_SUBJECT
 MAX_ERROR = 1024
 
 

@@ -125,7 +125,10 @@ class OAuthSettings:
 
 @dataclass(frozen=True)
 class Principal:
-    """Who a request is from: ``key:<endpoint id>`` or ``sub:<subject>``; ``scopes`` None is all."""
+    """Who a request is from: ``key:<endpoint id>``, ``sub:<subject>`` or ``client:<client id>``.
+
+    ``scopes`` None is all.
+    """
 
     who: str
     scopes: frozenset[str] | None = None
@@ -206,7 +209,7 @@ class TokenVerifier:
     async def _principal(self, token: str, settings: OAuthSettings) -> tuple[Principal, float]:
         """The token's principal, and the monotonic time until which its check may be taken again."""
         claims, keys_fresh_until = await self._claims(token, settings)
-        subject = _subject(claims)
+        who = _who(claims)
         scopes = _scopes(claims)
         missing = sorted(set(settings.required_scopes) - scopes)
         if missing:
@@ -220,7 +223,7 @@ class TokenVerifier:
         expires = now + float(claims["exp"]) + LEEWAY_SECONDS - time.time()
         # Never past the keys' next fetch: a withdrawn key must stop passing with the keys.
         lapses = min(expires, now + VERIFIED_SECONDS, keys_fresh_until)
-        return Principal(f"sub:{subject}", frozenset(scopes)), lapses
+        return Principal(who, frozenset(scopes)), lapses
 
     async def _claims(self, token: str, settings: OAuthSettings) -> tuple[dict[str, Any], float]:
         try:
@@ -283,6 +286,8 @@ class TokenVerifier:
         try:
             state.keys, state.unnamed, fresh_for = await self._fetch(issuer, state)
         except TokenRefused as refusal:
+            # The metadata is read again next time: an issuer that moved its keys says where.
+            state.jwks_uri = None
             if now >= state.usable_until:
                 raise
             log.warning(
@@ -420,15 +425,23 @@ def _check_dates(claims: Mapping[str, Any]) -> None:
             raise TokenRefused(401, "claims", f"the token's {claim} claim is not a date in seconds")
 
 
-def _subject(claims: Mapping[str, Any]) -> str:
-    """Who the token names: ``sub``, else the client it was issued to (``client_id``, ``azp``)."""
-    subject = claims.get("sub") or claims.get("client_id") or claims.get("azp")
-    if not isinstance(subject, str) or not subject:
-        raise TokenRefused(401, "no_subject", "the token names no subject (sub)")
-    if len(subject) > MAX_SUBJECT:
-        # Never cut short: two subjects with one prefix would be one principal.
-        raise TokenRefused(401, "claims", f"the token's subject is longer than {MAX_SUBJECT} characters")
-    return subject
+def _who(claims: Mapping[str, Any]) -> str:
+    """Who the token names: ``sub:<sub>``, else ``client:<id>`` of the client it was issued to.
+
+    A client's id is its own namespace: a client named like a user's subject is not that user, and
+    must not open or use that user's sessions.
+    """
+    for claim, kind in (("sub", "sub"), ("client_id", "client"), ("azp", "client")):
+        value = claims.get(claim)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise TokenRefused(401, "claims", f"the token's {claim} claim is not a string")
+        if len(value) > MAX_SUBJECT:
+            # Never cut short: two subjects with one prefix would be one principal.
+            raise TokenRefused(401, "claims", f"the token's {claim} is longer than {MAX_SUBJECT} characters")
+        return f"{kind}:{value}"
+    raise TokenRefused(401, "no_subject", "the token names no subject (sub)")
 
 
 def _pick(state: _Issuer, kid: str | None, algorithm: str) -> _Key | None:

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from bundle_operator.document.issues import printable
 from bundle_operator.document.issues import shown as quoted
 from bundle_operator.fetch import FetchRefused, IPNetwork, fetch_bytes
-from bundle_operator.registry.names import check_registry_url, record_path
+from bundle_operator.registry.names import InvalidName, check_registry_url, check_version, record_path
 from bundle_operator.registry.records import Record, RecordInvalid, load_json, parse_record, record_of
 
 # A record is a few kilobytes; a list page of a hundred records well under a megabyte.
@@ -86,6 +86,16 @@ class RegistryClient:
                 f"asked for {server}, the registry answered with a record of another server",
                 permanent=True,
             )
+        try:
+            # It becomes status.source.version, and the version a Bundle pins: it must be one.
+            check_version(record.version)
+        except InvalidName:
+            raise RegistryError(
+                "RegistryRecordInvalid",
+                f"asked for {server} {version}, the registry answered with a version that is not one "
+                f"({quoted(record.version)})",
+                permanent=True,
+            ) from None
         if version != "latest" and record.version != version:
             raise RegistryError(
                 "RegistryRecordInvalid",

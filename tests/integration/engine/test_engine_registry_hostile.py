@@ -111,12 +111,17 @@ def test_lone_surrogates_anywhere_in_a_record_print_as_escapes(registry: StubReg
 def test_a_lone_surrogate_in_the_version_or_a_package_url_is_shown_not_raised(registry: StubRegistry) -> None:
     server = "io.github.evil/versions"
     registry.publish(server, "1.0\ud800", packages=[{"registryType": "npm", "identifier": "@evil/\udfff"}])
-    shown = as_json(bundlectl(registry, "show", server, "-o", "json"), 1)
-    assert (shown["version"], shown["reason"]) == ("1.0\\ud800", "RegistryNoMcpbPackage")
-    assert shown["message"].startswith(f"{server} 1.0\\ud800 has no mcpb package")
-    assert "  npm  @evil/\\udfff" in clean(bundlectl(registry, "show", server), 1)
     found = as_json(bundlectl(registry, "search", "evil", "-o", "json"), 0)
     assert found["servers"][0]["version"] == "1.0\\ud800"
+    # A version no Bundle could pin is no version: the record is refused, the version shown escaped.
+    shown = as_json(bundlectl(registry, "show", server, "-o", "json"), 1)
+    assert shown["reason"] == "RegistryRecordInvalid"
+    assert shown["message"].endswith("a version that is not one (1.0\\ud800)")
+    assert "(1.0\\ud800)" in clean(bundlectl(registry, "show", server), 1)
+    registry.publish(server, "1.0.0", packages=[{"registryType": "npm", "identifier": "@evil/\udfff"}])
+    shown = as_json(bundlectl(registry, "show", server, "-o", "json"), 1)
+    assert (shown["version"], shown["reason"]) == ("1.0.0", "RegistryNoMcpbPackage")
+    assert "  npm  @evil/\\udfff" in clean(bundlectl(registry, "show", server), 1)
 
     # httpx raises UnicodeEncodeError for a surrogate and IDNAError for a bad label, not InvalidURL.
     for url in ("https://example.com/\udfff.mcpb", "https://xn--/x.mcpb"):
@@ -149,17 +154,22 @@ def test_terminal_escapes_from_the_registry_never_reach_the_terminal(registry: S
     server = "io.github.evil/escapes"
     npm = {"registryType": f"npm{ESCAPES}", "identifier": f"@evil/{ESCAPES}"}
     registry.publish(server, f"1.0{ESCAPES}", packages=[npm], status="deprecated", status_message=ESCAPES)
-    record = registry.records[(server, f"1.0{ESCAPES}")]
+    registry.publish(f"io.github.evil/name{ESCAPES}", "1.0.0", packages=[npm])
+    text = clean(bundlectl(registry, "show", server), 1)
+    assert "a version that is not one (1.0\\x1b]0;pwned\\x07\\x1b[2J\\x9b2J)" in text
+    table = clean(bundlectl(registry, "search", "evil"), 0)
+    assert "1.0\\x1b]0;pwned" in table  # listed, escaped
+
+    registry.publish(server, "1.0.0", packages=[npm], status="deprecated", status_message=ESCAPES)
+    record = registry.records[(server, "1.0.0")]
     record["server"]["description"] = f"weather {ESCAPES}"
     record["server"]["repository"]["url"] = f"https://github.com/{ESCAPES}"
-    registry.publish(f"io.github.evil/name{ESCAPES}", "1.0.0", packages=[npm])
-
     text = clean(bundlectl(registry, "show", server), 1)
-    assert "installable: no (RegistryNoMcpbPackage): io.github.evil/escapes 1.0\\x1b]0;pwned\\x07" in text
+    assert "installable: no (RegistryNoMcpbPackage): io.github.evil/escapes 1.0.0" in text
     assert "weather \\x1b]0;pwned\\x07\\x1b[2J\\x9b2J" in text
     shown = as_json(bundlectl(registry, "show", server, "-o", "json"), 1)
     assert shown["record"]["description"] == f"weather {ESCAPES}"  # JSON-escaped, read back as given
-    assert shown["version"] == "1.0\\x1b]0;pwned\\x07\\x1b[2J\\x9b2J"
+    assert shown["status_message"] == "\\x1b]0;pwned\\x07\\x1b[2J\\x9b2J"
     table = clean(bundlectl(registry, "search", "evil"), 0)
     assert "io.github.evil/name\\x1b]0;pwned" in table
     found = as_json(bundlectl(registry, "search", "evil", "-o", "json"), 0)

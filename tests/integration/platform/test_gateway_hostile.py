@@ -321,6 +321,32 @@ async def test_the_issuers_cache_headers_shorten_how_long_a_withdrawn_key_verifi
             issuer.withdraw(doomed)
 
 
+async def test_keys_moved_by_the_issuer_are_found_through_its_metadata_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, members: Members, issuer: StubIssuer
+) -> None:
+    intervals = {"keys_max_age": 1.0, "keys_grace": 60.0, "refetch_seconds": 0.5}
+    async with (
+        quick_refresh_platform(tmp_path, monkeypatch, issuer, **intervals) as running,
+        PlatformClient(running.url, timeout=10.0) as api,
+    ):
+        ws = f"ho-{key()[:8]}"
+        bundle_id = await gateway(api, ws, members)
+        _, url = await oauth_endpoint(api, ws, bundle_id, issuer)
+        assert (await post(url, issuer.token("ann", audience=url), INITIALIZE)).status_code == 200
+        issuer.keys_path = "/keys/v2"  # the old address answers 404 from now on
+        fresh = new_key("RS256")
+        issuer.publish(fresh)
+        try:
+            moved = time.monotonic()
+            token = issuer.token("bob", audience=url, key=fresh)
+            while (await post(url, token, INITIALIZE)).status_code != 200:
+                assert time.monotonic() - moved < 10, "the key set's new address is never read"
+                await asyncio.sleep(0.3)
+        finally:
+            issuer.keys_path = "/jwks"
+            issuer.withdraw(fresh)
+
+
 async def test_an_unreachable_issuers_last_keys_serve_for_the_grace_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, members: Members, issuer: StubIssuer
 ) -> None:

@@ -20,7 +20,7 @@ from bundle_operator.reference_platform.asgi_bridge import Receive, Send, serve_
 from bundle_operator.reference_platform.gateway_audit import bounded
 from bundle_operator.reference_platform.gateway_endpoint import SessionOwners
 from bundle_operator.reference_platform.gateway_limits import RateLimiter
-from bundle_operator.reference_platform.gateway_oauth import _cacheable_for
+from bundle_operator.reference_platform.gateway_oauth import TokenRefused, _cacheable_for, _who
 from tests.unit.platform.conftest import Clock
 
 pytestmark = pytest.mark.anyio
@@ -162,3 +162,15 @@ def test_a_prune_leaves_room_so_new_clients_do_not_each_scan_every_bucket(
 )
 def test_how_long_an_issuers_keys_may_be_reused(headers: dict[str, str], seconds: float) -> None:
     assert _cacheable_for(httpx.Headers(headers), 300.0) == seconds
+
+
+def test_a_client_token_is_never_the_user_its_id_spells() -> None:
+    assert _who({"sub": "ann", "client_id": "app"}) == "sub:ann"
+    # Without a subject, the client the token was issued to: in its own namespace, so a client
+    # registered as "ann" cannot open or use ann's sessions.
+    assert _who({"client_id": "ann"}) == "client:ann"
+    assert _who({"sub": "", "azp": "ann"}) == "client:ann"
+    for odd in ({"sub": 7}, {"client_id": ["ann"]}, {"sub": "x" * 256}, {}):
+        with pytest.raises(TokenRefused) as refused:
+            _who(odd)
+        assert refused.value.status == 401
