@@ -174,7 +174,7 @@ def test_terminal_escapes_from_the_registry_never_reach_the_terminal(registry: S
     assert "io.github.evil/name\\x1b]0;pwned" in table
     found = as_json(bundlectl(registry, "search", "evil", "-o", "json"), 0)
     assert {s["reason"] for s in found["servers"]} == {"RegistryNoMcpbPackage"}
-    assert any("\\x9b2J has no mcpb package" in s["message"] for s in found["servers"])
+    assert any("\\x9b2J 1.0.0 has no mcpb package" in s["message"] for s in found["servers"])
 
 
 def test_an_error_that_quotes_the_registry_is_escaped(registry: StubRegistry) -> None:
@@ -194,7 +194,7 @@ def test_an_error_that_quotes_the_registry_is_escaped(registry: StubRegistry) ->
     registry.records[(server, "1.0.0")] = registry.records[(server, "2.0.0")]
     registry.records[(server, "2.0.0")]["server"]["version"] = f"2.0{ESCAPES}"
     shown = as_json(bundlectl(registry, "show", server, "--version", "1.0.0", "-o", "json"), 1)
-    assert shown["message"].endswith("answered with version 2.0\\x1b]0;pwned\\x07\\x1b[2J\\x9b2J")
+    assert shown["message"].endswith("a version that is not one (2.0\\x1b]0;pwned\\x07\\x1b[2J\\x9b2J)")
 
 
 def test_passwords_in_the_record_s_urls_are_never_printed(registry: StubRegistry) -> None:
