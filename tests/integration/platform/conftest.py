@@ -17,6 +17,7 @@ from bundle_operator.platform.client import PlatformClient
 # This folder is on sys.path as itself (no __init__.py); the members live in the tests package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from tests.mcp_members import Members, running_members
+from tests.oauth_issuer import StubIssuer, stub_issuer
 
 
 @pytest.fixture
@@ -66,3 +67,29 @@ async def members() -> AsyncIterator[Members]:
     """The weather and notes MCP servers of tests/mcp_members.py, in the test's own loop."""
     async with running_members() as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def issuer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubIssuer]:
+    """An OAuth issuer with RSA, EC and Ed25519 keys over https (tests/oauth_issuer.py)."""
+    with stub_issuer(tmp_path_factory.mktemp("issuer")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def issuer_platform(
+    tmp_path_factory: pytest.TempPathFactory, issuer: StubIssuer
+) -> Iterator[PlatformProcess]:
+    """A platform of the module's own that trusts the issuer's CA, with quick rediscovery."""
+    db = tmp_path_factory.mktemp("oauth") / "platform.db"
+    running = start_platform(
+        db,
+        "--token",
+        TOKEN,
+        "--discovery-interval",
+        "2",
+        "--allow-private-issuers",
+        env={"SSL_CERT_FILE": str(issuer.tls.ca_file)},
+    )
+    yield running
+    running.stop()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from platform_builders import key
-from platform_harness import TOKEN, PlatformProcess, start_platform
+from platform_harness import TOKEN, PlatformProcess
 from test_gateway_mcp import endpoint
 from test_gateway_oauth import INITIALIZE, gateway, metadata_url, oauth_endpoint
 from tests.mcp_members import Members
-from tests.oauth_issuer import StubIssuer, stub_issuer
+from tests.oauth_issuer import StubIssuer
 
 from bundle_operator.platform.client import PlatformClient
 
@@ -79,30 +78,6 @@ class Targets:
             metadata_url(self.oauth_url),
             f"{self.base}/mcp/no-such-endpoint/mcp",
         ]
-
-
-@pytest.fixture(scope="module")
-def issuer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubIssuer]:
-    with stub_issuer(tmp_path_factory.mktemp("issuer")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def fuzzed_platform(
-    tmp_path_factory: pytest.TempPathFactory, issuer: StubIssuer
-) -> Iterator[PlatformProcess]:
-    db = tmp_path_factory.mktemp("fuzz") / "platform.db"
-    running = start_platform(
-        db,
-        "--token",
-        TOKEN,
-        "--discovery-interval",
-        "2",
-        "--allow-private-issuers",
-        env={"SSL_CERT_FILE": str(issuer.tls.ca_file)},
-    )
-    yield running
-    running.stop()
 
 
 def messages(targets: Targets) -> st.SearchStrategy[Any]:
@@ -241,19 +216,19 @@ def _fuzz(targets: Targets) -> None:
 
 
 async def test_the_gateways_routes_hold_against_hostile_requests(
-    fuzzed_platform: PlatformProcess, members: Members, issuer: StubIssuer
+    issuer_platform: PlatformProcess, members: Members, issuer: StubIssuer
 ) -> None:
-    async with PlatformClient(fuzzed_platform.url, token=TOKEN, timeout=10.0) as api:
+    async with PlatformClient(issuer_platform.url, token=TOKEN, timeout=10.0) as api:
         ws = f"fz-{key()[:8]}"
         bundle_id = await gateway(api, ws, members)
         _, key_url, api_key = await endpoint(api, ws, bundle_id)
         _, oauth_url = await oauth_endpoint(api, ws, bundle_id, issuer)
     targets = Targets(
-        key_url, api_key, oauth_url, issuer.token("ann", audience=oauth_url), fuzzed_platform.url
+        key_url, api_key, oauth_url, issuer.token("ann", audience=oauth_url), issuer_platform.url
     )
-    offset = len(fuzzed_platform.log.read_text())
+    offset = len(issuer_platform.log.read_text())
     await asyncio.to_thread(_fuzz, targets)
-    log = fuzzed_platform.log.read_text()[offset:]
+    log = issuer_platform.log.read_text()[offset:]
     assert "Traceback" not in log, log[-3000:]
     async with httpx.AsyncClient(timeout=10) as http:
-        assert (await http.get(f"{fuzzed_platform.url}/healthz")).status_code == 200
+        assert (await http.get(f"{issuer_platform.url}/healthz")).status_code == 200

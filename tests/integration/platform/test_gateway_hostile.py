@@ -17,7 +17,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from platform_builders import key
-from platform_harness import TOKEN, PlatformProcess, start_platform
+from platform_harness import TOKEN, PlatformProcess
 from test_gateway_oauth import INITIALIZE, api_audit, gateway, oauth_endpoint, post
 from tests.mcp_members import Members
-from tests.oauth_issuer import StubIssuer, new_key, stub_issuer
+from tests.oauth_issuer import StubIssuer, new_key
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -45,7 +45,7 @@ from bundle_operator.platform.models import (
 from bundle_operator.reference_platform import app as platform_app
 from bundle_operator.reference_platform.context import ServerConfig
 from bundle_operator.reference_platform.gateway_oauth import TokenVerifier
-from bundle_operator.reference_platform.server import RunningPlatform, start
+from bundle_operator.reference_platform.server import start
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -58,48 +58,29 @@ ENVELOPE = {
 JSON_TYPES = ("application/json", "application/problem+json")
 
 
-@pytest.fixture(scope="module")
-def issuer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubIssuer]:
-    with stub_issuer(tmp_path_factory.mktemp("issuer")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def hostile_platform(
-    tmp_path_factory: pytest.TempPathFactory, issuer: StubIssuer
-) -> Iterator[PlatformProcess]:
-    db = tmp_path_factory.mktemp("hostile") / "platform.db"
-    running = start_platform(
-        db,
-        "--token",
-        TOKEN,
-        "--discovery-interval",
-        "2",
-        "--allow-private-issuers",
-        env={"SSL_CERT_FILE": str(issuer.tls.ca_file)},
-    )
-    yield running
-    running.stop()
-
-
 @pytest.fixture
-async def api(hostile_platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
-    async with PlatformClient(hostile_platform.url, token=TOKEN, timeout=10.0) as client:
+async def api(issuer_platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
+    async with PlatformClient(issuer_platform.url, token=TOKEN, timeout=10.0) as client:
         yield client
 
 
 @contextlib.asynccontextmanager
-async def quick_refresh_platform(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, issuer: StubIssuer, **intervals: float
-) -> AsyncIterator[RunningPlatform]:
-    """The platform in this process, its token verifier built with ``intervals`` (seconds)."""
+async def quick_refresh_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, issuer: StubIssuer, members: Members, **intervals: float
+) -> AsyncIterator[str]:
+    """The URL of an OAuth endpoint of a platform in this process, whose token verifier is built
+    with ``intervals`` (seconds instead of minutes)."""
     monkeypatch.setenv("SSL_CERT_FILE", str(issuer.tls.ca_file))
     monkeypatch.setattr(platform_app, "TokenVerifier", functools.partial(TokenVerifier, **intervals))
     running = await start(
         ServerConfig(db_path=tmp_path / "p.db", allow_private_issuers=True, discovery_interval=2)
     )
     try:
-        yield running
+        async with PlatformClient(running.url, timeout=10.0) as api:
+            ws = f"ho-{key()[:8]}"
+            bundle_id = await gateway(api, ws, members)
+            _, url = await oauth_endpoint(api, ws, bundle_id, issuer)
+        yield url
     finally:
         await running.stop()
 
@@ -148,7 +129,7 @@ def assert_invalid_token(answer: httpx.Response, what: str) -> None:
 
 
 async def test_odd_types_in_a_token_are_invalid_tokens_never_a_500(
-    api: PlatformClient, members: Members, issuer: StubIssuer, hostile_platform: PlatformProcess
+    api: PlatformClient, members: Members, issuer: StubIssuer, issuer_platform: PlatformProcess
 ) -> None:
     ws = f"ho-{key()[:8]}"
     bundle_id = await gateway(api, ws, members)
@@ -206,15 +187,15 @@ async def test_odd_types_in_a_token_are_invalid_tokens_never_a_500(
         "iss a number": token(claims={"iss": 7}),
         "iss a list": token(claims={"iss": [issuer.url]}),
     }
-    offset = len(hostile_platform.log.read_text())
+    offset = len(issuer_platform.log.read_text())
     for what, odd in cases.items():
         answer = await post(url, odd, INITIALIZE)
         assert_invalid_token(answer, what)
         assert "X-Injected" not in answer.headers, what
         # The challenge stays one header of quoted strings: nothing from the token ends one early.
         assert answer.headers["WWW-Authenticate"].count('"') % 2 == 0, what
-    assert "Traceback" not in log_since(hostile_platform, offset)
-    assert "unexpected error" not in log_since(hostile_platform, offset)
+    assert "Traceback" not in log_since(issuer_platform, offset)
+    assert "unexpected error" not in log_since(issuer_platform, offset)
 
 
 async def test_odd_entries_in_the_issuers_key_set_leave_its_other_keys_serving(
@@ -235,13 +216,7 @@ async def test_odd_entries_in_the_issuers_key_set_leave_its_other_keys_serving(
         None,
     ]
     try:
-        async with (
-            quick_refresh_platform(tmp_path, monkeypatch, issuer) as running,
-            PlatformClient(running.url, timeout=10.0) as api,
-        ):
-            ws = f"ho-{key()[:8]}"
-            bundle_id = await gateway(api, ws, members)
-            _, url = await oauth_endpoint(api, ws, bundle_id, issuer)
+        async with quick_refresh_endpoint(tmp_path, monkeypatch, issuer, members) as url:
             for alg in ("RS256", "ES256", "EdDSA"):
                 answer = await post(url, issuer.token(audience=url, key=issuer.key(alg)), INITIALIZE)
                 assert answer.status_code == 200, (alg, answer.text)
@@ -259,15 +234,9 @@ async def test_a_withdrawn_key_stops_verifying_within_the_key_refresh_cached_tok
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, members: Members, issuer: StubIssuer
 ) -> None:
     max_age = 3.0
-    async with (
-        quick_refresh_platform(
-            tmp_path, monkeypatch, issuer, keys_max_age=max_age, refetch_seconds=0.5
-        ) as running,
-        PlatformClient(running.url, timeout=10.0) as api,
-    ):
-        ws = f"ho-{key()[:8]}"
-        bundle_id = await gateway(api, ws, members)
-        _, url = await oauth_endpoint(api, ws, bundle_id, issuer)
+    async with quick_refresh_endpoint(
+        tmp_path, monkeypatch, issuer, members, keys_max_age=max_age, refetch_seconds=0.5
+    ) as url:
         doomed = new_key("RS256")
         issuer.publish(doomed)
         try:
@@ -295,15 +264,9 @@ async def test_the_issuers_cache_headers_shorten_how_long_a_withdrawn_key_verifi
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, members: Members, issuer: StubIssuer
 ) -> None:
     # A ceiling far above the test's length: only the issuer's Cache-Control can make it this quick.
-    async with (
-        quick_refresh_platform(
-            tmp_path, monkeypatch, issuer, keys_max_age=300.0, refetch_seconds=0.5
-        ) as running,
-        PlatformClient(running.url, timeout=10.0) as api,
-    ):
-        ws = f"ho-{key()[:8]}"
-        bundle_id = await gateway(api, ws, members)
-        _, url = await oauth_endpoint(api, ws, bundle_id, issuer)
+    async with quick_refresh_endpoint(
+        tmp_path, monkeypatch, issuer, members, keys_max_age=300.0, refetch_seconds=0.5
+    ) as url:
         doomed = new_key("RS256")
         issuer.publish(doomed)
         issuer.keys_headers = {"Cache-Control": "public, max-age=1"}
@@ -325,13 +288,7 @@ async def test_keys_moved_by_the_issuer_are_found_through_its_metadata_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, members: Members, issuer: StubIssuer
 ) -> None:
     intervals = {"keys_max_age": 1.0, "keys_grace": 60.0, "refetch_seconds": 0.5}
-    async with (
-        quick_refresh_platform(tmp_path, monkeypatch, issuer, **intervals) as running,
-        PlatformClient(running.url, timeout=10.0) as api,
-    ):
-        ws = f"ho-{key()[:8]}"
-        bundle_id = await gateway(api, ws, members)
-        _, url = await oauth_endpoint(api, ws, bundle_id, issuer)
+    async with quick_refresh_endpoint(tmp_path, monkeypatch, issuer, members, **intervals) as url:
         assert (await post(url, issuer.token("ann", audience=url), INITIALIZE)).status_code == 200
         issuer.keys_path = "/keys/v2"  # the old address answers 404 from now on
         fresh = new_key("RS256")
@@ -352,13 +309,7 @@ async def test_an_unreachable_issuers_last_keys_serve_for_the_grace_only(
 ) -> None:
     max_age, grace, floor = 2.0, 3.0, 0.5
     intervals = {"keys_max_age": max_age, "keys_grace": grace, "refetch_seconds": floor}
-    async with (
-        quick_refresh_platform(tmp_path, monkeypatch, issuer, **intervals) as running,
-        PlatformClient(running.url, timeout=10.0) as api,
-    ):
-        ws = f"ho-{key()[:8]}"
-        bundle_id = await gateway(api, ws, members)
-        _, url = await oauth_endpoint(api, ws, bundle_id, issuer)
+    async with quick_refresh_endpoint(tmp_path, monkeypatch, issuer, members, **intervals) as url:
         serial = iter(range(10_000))
 
         async def fresh_token() -> httpx.Response:
@@ -477,7 +428,7 @@ async def head_then_health(base: str, path: str, authorization: str | None) -> t
 
 
 async def test_head_on_every_gateway_route_answers_without_a_body(
-    api: PlatformClient, members: Members, issuer: StubIssuer, hostile_platform: PlatformProcess
+    api: PlatformClient, members: Members, issuer: StubIssuer, issuer_platform: PlatformProcess
 ) -> None:
     ws = f"ho-{key()[:8]}"
     bundle_id = await gateway(api, ws, members)
@@ -501,7 +452,7 @@ async def test_head_on_every_gateway_route_answers_without_a_body(
         "the catalogue without a token": (oauth_path.removesuffix("/mcp") + "/catalog", None, b"401"),
     }
     for what, (path, authorization, status) in routes.items():
-        first, second = await head_then_health(hostile_platform.url, path, authorization)
+        first, second = await head_then_health(issuer_platform.url, path, authorization)
         assert first.startswith(b"HTTP/1.1 " + status), (what, first)
         assert second.startswith(b"HTTP/1.1 200 OK"), (what, second)
         if status == b"405":

@@ -14,7 +14,7 @@ import hmac
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -42,37 +42,15 @@ from bundle_operator.platform.models import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from tests.mcp_members import Members
-from tests.oauth_issuer import StubIssuer, new_key, stub_issuer
+from tests.oauth_issuer import StubIssuer, new_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 SCOPES = {"mcp:tools"}
 
 
-@pytest.fixture(scope="module")
-def issuer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubIssuer]:
-    with stub_issuer(tmp_path_factory.mktemp("issuer")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def oauth_platform(tmp_path_factory: pytest.TempPathFactory, issuer: StubIssuer) -> Iterator[PlatformProcess]:
-    db = tmp_path_factory.mktemp("oauth") / "platform.db"
-    running = start_platform(
-        db,
-        "--token",
-        TOKEN,
-        "--discovery-interval",
-        "2",
-        "--allow-private-issuers",
-        env={"SSL_CERT_FILE": str(issuer.tls.ca_file)},
-    )
-    yield running
-    running.stop()
-
-
 @pytest.fixture
-async def api(oauth_platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
-    async with PlatformClient(oauth_platform.url, token=TOKEN, timeout=10.0) as client:
+async def api(issuer_platform: PlatformProcess) -> AsyncIterator[PlatformClient]:
+    async with PlatformClient(issuer_platform.url, token=TOKEN, timeout=10.0) as client:
         yield client
 
 
@@ -175,7 +153,7 @@ INITIALIZE = {
 
 
 async def test_protected_resource_metadata_and_the_401_challenge(
-    api: PlatformClient, members: Members, issuer: StubIssuer, oauth_platform: PlatformProcess
+    api: PlatformClient, members: Members, issuer: StubIssuer, issuer_platform: PlatformProcess
 ) -> None:
     ws = f"oa-{key()[:8]}"
     bundle_id = await gateway(api, ws, members)
