@@ -10,8 +10,10 @@ from typing import Literal
 Severity = Literal["blocking", "warning"]
 
 # Lone surrogates (from a "\ud800" escape, or bytes that were not UTF-8 decoded with
-# surrogateescape) cannot be written as UTF-8; control characters would steer a terminal.
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# surrogateescape) cannot be written as UTF-8; control characters would steer a terminal, and the
+# bidirectional embeddings, overrides and isolates would show a line's text in another order than
+# it has (a name that reads as another).
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
@@ -36,8 +38,9 @@ def _escaped(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """``text`` as it may appear in a message or field: always UTF-8, never a control character.
 
-    Lone surrogates and control characters are written as escapes (``\\ud800``, ``\\xff`` for a
-    byte that was not UTF-8, ``\\x1b``), so output built from it is never torn half way.
+    Lone surrogates, control characters and bidirectional overrides are written as escapes
+    (``\\ud800``, ``\\xff`` for a byte that was not UTF-8, ``\\x1b``, ``\\u202e``), so output built
+    from it is never torn half way nor shown in another order.
     """
     if text.isascii() and text.isprintable():
         return text

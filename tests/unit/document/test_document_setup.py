@@ -159,7 +159,9 @@ def test_secret_values_never_appear_in_any_issue(doc: dict[str, Any]) -> None:
     assert_no_value_leaks(preview, secret)
 
 
-@pytest.mark.parametrize("key", ["\ud800", "a\udcffb", "\x1b[2J", "k" * 5000])
+@pytest.mark.parametrize(
+    "key", ["\ud800", "a\udcffb", "\x1b[2J", "k" * 5000, "evil\u202etxt.exe", "a\u2066b"]
+)
 def test_unknown_setup_keys_are_quoted_printable_and_short(key: str) -> None:
     issue = only_issue(analyze(BASE, {**BASE_SETUP, key: "v"}), "unknown_setup_key")
     assert issue.path is None
