@@ -10,7 +10,8 @@ on any refusal. Tests and local setups can allow specific non-public networks ex
 (``allow_networks``).
 
 Used for .mcpb archives (128 MiB cap), bundle documents fetched by URL (5 MB cap) and MCP
-Registry records (read into memory by ``fetch_bytes``, with their own small cap).
+Registry records and OAuth issuers' documents (read into memory by ``fetch_answer``, with their
+own small caps).
 """
 
 from __future__ import annotations
@@ -273,31 +274,6 @@ async def fetch_to_file(
     return await _guarded(url, save, allow_networks, verify, io_timeout, total_timeout, max_redirects)
 
 
-async def fetch_bytes(
-    url: str,
-    *,
-    max_bytes: int,
-    accept: str = "application/json",
-    allow_networks: Sequence[IPNetwork | str] = (),
-    verify: ssl.SSLContext | bool = True,
-    io_timeout: float = 10.0,
-    total_timeout: float = 30.0,
-    max_redirects: int = 5,
-) -> bytes:
-    """Read a small answer (an API record) into memory behind the same guards as a download."""
-    answer = await fetch_answer(
-        url,
-        max_bytes=max_bytes,
-        accept=accept,
-        allow_networks=allow_networks,
-        verify=verify,
-        io_timeout=io_timeout,
-        total_timeout=total_timeout,
-        max_redirects=max_redirects,
-    )
-    return answer.body
-
-
 @dataclass(frozen=True)
 class Answer:
     """A small answer read into memory, with the headers it came with (its caching rules, say)."""
@@ -317,7 +293,8 @@ async def fetch_answer(
     total_timeout: float = 30.0,
     max_redirects: int = 5,
 ) -> Answer:
-    """``fetch_bytes``, with the headers of the answer that was read."""
+    """Read a small answer (an API record, an issuer's keys) into memory behind the same guards as a
+    download, with the headers it came with."""
 
     async def read(response: httpx.Response, at: httpx.URL) -> Answer:
         return Answer(await _read_capped(response, at, max_bytes), response.headers)

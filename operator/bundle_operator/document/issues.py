@@ -47,11 +47,14 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(_escaped, joined_surrogate_pairs(text))
 
 
+def cut_short(text: str, limit: int) -> str:
+    """``text`` when it has at most ``limit`` characters, else its first ``limit`` and an ellipsis."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def shown(text: str, limit: int = 64) -> str:
     """A user-given name (never a value) as a message quotes it: printable, and cut at ``limit``."""
-    if len(text) > limit:
-        text = text[:limit] + "…"
-    return printable(text)
+    return printable(cut_short(text, limit))
 
 
 class Code(StrEnum):

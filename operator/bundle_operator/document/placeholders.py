@@ -10,8 +10,8 @@ from bundle_operator.document.models import Bundle, UrlMcp
 from bundle_operator.document.pointer import join_pointer
 
 # Anything that looks like an attempt at a setup placeholder, so a typo is reported, not ignored.
-# An opening with no "}" after it matches to the end of the text and is dropped (_closed): a start
-# that could fail would be tried again from every later "${setup.", each reading to the end.
+# An opening with no "}" after it matches to the end of the text and is no placeholder (_closed):
+# a start that could fail would be tried again from every later "${setup.", each reading to the end.
 _PLACEHOLDER = re.compile(r"\$\{\s*setup\.([^}]*+)(?:\}|\Z)")
 _WHOLE = re.compile(r"^\$\{setup\.([a-zA-Z][a-zA-Z0-9_]*)\}\Z")
 
@@ -25,19 +25,19 @@ class Site:
     entity: str
 
 
-def _closed(text: str) -> Iterator[re.Match[str]]:
-    """The placeholders of ``text``, in order: the openings that a ``}`` closes."""
-    return (match for match in _PLACEHOLDER.finditer(text) if match.group().endswith("}"))
+def _closed(match: re.Match[str]) -> bool:
+    """Whether a match of ``_PLACEHOLDER`` is a placeholder: an opening that a ``}`` closes."""
+    return match.group().endswith("}")
 
 
 def references(text: str) -> list[str]:
     """The setup keys a string refers to, in order (malformed ones included as written)."""
-    return [match.group(1) for match in _closed(text)]
+    return [match.group(1) for match in _PLACEHOLDER.finditer(text) if _closed(match)]
 
 
 def has_reference(text: str) -> bool:
     """Whether the string holds anything that looks like a setup placeholder."""
-    return "${" in text and next(_closed(text), None) is not None
+    return "${" in text and any(_closed(match) for match in _PLACEHOLDER.finditer(text))
 
 
 def whole_reference(text: str) -> str | None:
@@ -48,12 +48,7 @@ def whole_reference(text: str) -> str | None:
 
 def substitute(text: str, lookup: Callable[[str], str]) -> str:
     """Replace every placeholder with ``lookup(key)``; inserted values are never expanded again."""
-    parts: list[str] = []
-    end = 0
-    for match in _closed(text):
-        parts += [text[end : match.start()], lookup(match.group(1).strip())]
-        end = match.end()
-    return "".join(parts) + text[end:]
+    return _PLACEHOLDER.sub(lambda m: lookup(m.group(1).strip()) if _closed(m) else m.group(), text)
 
 
 def sites(bundle: Bundle) -> Iterator[Site]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,6 +22,7 @@ from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.resources import (
     BUNDLE_PLURAL,
     GROUP,
+    MAX_SETUP_VALUES,
     BundleInstallationSpec,
     BundleSpec,
     EndpointSpec,
@@ -40,10 +41,10 @@ JUDGED_KINDS = frozenset({"Bundle", "BundleInstallation", "Endpoint"})
 NOT_JUDGED_OPERATIONS = frozenset({"DELETE", "CONNECT"})
 # The one subresource our kinds have; its updates change no spec.
 STATUS_SUBRESOURCE = "status"
-MAX_SETUP_ENTRIES = 200  # as the CRD's schema says
 # Admission's own threads: a flood of reviews waits here instead of taking the default executor's
 # threads from the reconcilers (a Bundle's source is parsed there too).
 ANALYSIS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="admission")
+M = TypeVar("M", bound=BaseModel)
 SETUP_SHAPE = "each setup entry is {key, value} or {key, secretKeyRef}"
 
 
@@ -141,7 +142,7 @@ async def review(request: dict[str, Any], bundles: BundleReader) -> Verdict:
         if not isinstance(namespace, str):
             return unreadable("request.namespace", "must be a string")
         return await _installation(obj, namespace, bundles)
-    return _shape(EndpointSpec, obj, Verdict())
+    return _endpoint(obj)
 
 
 def _kind(given: object) -> str | None:
@@ -152,22 +153,28 @@ def _kind(given: object) -> str | None:
     return kind if isinstance(kind, str) and kind in JUDGED_KINDS else None
 
 
-def _shape(model: type[BaseModel], obj: dict[str, Any], verdict: Verdict) -> Verdict:
+def _validated(model: type[M], obj: dict[str, Any], verdict: Verdict) -> M | None:
+    """The object's spec as ``model``, or None with the first problem refused in ``verdict``."""
     try:
-        model.model_validate(obj.get("spec") or {})
+        return model.model_validate(obj.get("spec") or {})
     except ValidationError as exc:
         verdict.refuse("invalid_spec", "spec", cond.spec_error(exc))
+        return None
+
+
+def _endpoint(obj: dict[str, Any]) -> Verdict:
+    verdict = Verdict()
+    _validated(EndpointSpec, obj, verdict)
     return verdict
 
 
 async def _bundle(obj: dict[str, Any]) -> Verdict:
     verdict = Verdict()
-    try:
-        spec = BundleSpec.model_validate(obj.get("spec") or {})
-        check_one_source(spec.source)  # the same rule the operator's resolve applies
-    except ValidationError as exc:
-        verdict.refuse("invalid_spec", "spec", cond.spec_error(exc))
+    spec = _validated(BundleSpec, obj, verdict)
+    if spec is None:
         return verdict
+    try:
+        check_one_source(spec.source)  # the same rule the operator's resolve applies
     except SourceError as exc:
         verdict.refuse("invalid_source", "spec.source", exc.message.removeprefix("spec.source: "))
         return verdict
@@ -187,8 +194,8 @@ async def _installation(obj: dict[str, Any], namespace: str, bundles: BundleRead
     spec = obj.get("spec") or {}
     given = spec.get("setup")
     setup: list[Any] = given if isinstance(given, list) else []
-    if len(setup) > MAX_SETUP_ENTRIES:
-        verdict.refuse("invalid_setup", "/spec/setup", f"at most {MAX_SETUP_ENTRIES} setup entries")
+    if len(setup) > MAX_SETUP_VALUES:
+        verdict.refuse("invalid_setup", "/spec/setup", f"at most {MAX_SETUP_VALUES} setup entries")
         return verdict
     seen: set[str] = set()
     for index, item in enumerate(setup):
@@ -210,10 +217,8 @@ async def _installation(obj: dict[str, Any], namespace: str, bundles: BundleRead
         seen.add(key)
     if not verdict.allowed:
         return verdict
-    try:
-        checked = BundleInstallationSpec.model_validate(spec)
-    except ValidationError as exc:
-        verdict.refuse("invalid_spec", "spec", cond.spec_error(exc))
+    checked = _validated(BundleInstallationSpec, obj, verdict)
+    if checked is None:
         return verdict
     name = checked.bundle_ref.name
     bundle = await bundles.read_custom(BUNDLE_PLURAL, namespace, name) if namespace else None

@@ -286,6 +286,10 @@ class PlatformConnection(_Model):
     )
 
 
+# A BundleInstallation's setup entries at most (the CRD's maxItems; the webhook refuses more at once).
+MAX_SETUP_VALUES = 200
+
+
 class SetupValue(_Model):
     """One setup value: exactly one of value (non-secret fields only) or secretKeyRef."""
 
@@ -348,7 +352,7 @@ class BundleInstallationSpec(_Model):
     # maxItems bounds the cost of the per-item CEL rule, which the apiserver estimates up front.
     setup: list[SetupValue] = Field(
         default_factory=list,
-        max_length=200,
+        max_length=MAX_SETUP_VALUES,
         description="Setup values, keyed by key.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"]},
     )

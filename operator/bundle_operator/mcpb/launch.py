@@ -135,12 +135,8 @@ def variables(text: str) -> list[re.Match[str]]:
 
 def substitute_variables(text: str, value: Callable[[str], str]) -> str:
     """``text`` with each ``${name}`` replaced by ``value(name)``; inserted values are not expanded."""
-    parts: list[str] = []
-    end = 0
-    for match in variables(text):
-        parts += [text[end : match.start()], value(match.group(1))]
-        end = match.end()
-    return "".join(parts) + text[end:]
+    # An unclosed opening matched to the end of the text: it stays as it was written.
+    return _VARIABLE.sub(lambda m: value(m.group(1)) if m.group().endswith("}") else m.group(), text)
 
 
 def _variables(text: str, where: str, user_keys: set[str]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bundle_operator.document.issues import cut_short
 from bundle_operator.platform.conventions import MAX_LIMIT
 from bundle_operator.reference_platform.gateway_metrics import UNKNOWN_TOOL, GatewayMetrics
 from bundle_operator.reference_platform.gateway_oauth import MAX_SUBJECT, Principal
@@ -157,9 +158,7 @@ class AuditLog:
 
 def bounded(text: str | None, limit: int) -> str | None:
     """``text`` when it has at most ``limit`` characters, else its first ``limit`` and an ellipsis."""
-    if text is None or len(text) <= limit:
-        return text
-    return text[:limit] + "…"
+    return None if text is None else cut_short(text, limit)
 
 
 def _number(text: str | None, name: str, default: int, low: int, high: int) -> int:

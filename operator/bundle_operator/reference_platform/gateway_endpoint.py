@@ -40,6 +40,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from bundle_operator.document.issues import cut_short
 from bundle_operator.document.prompt_text import placeholder_names, render
 from bundle_operator.reference_platform.asgi_bridge import AsgiApp, Message, Receive, Send
 from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
@@ -86,7 +87,7 @@ def _not_found(what: str) -> MCPError:
 
 def shown(text: str) -> str:
     """Client text as an error message repeats it: cut short, so no answer grows with the request."""
-    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "…"
+    return cut_short(text, MAX_SHOWN)
 
 
 class SessionOwners:

@@ -1,6 +1,6 @@
 """Reading an MCP Registry (API v0.1) behind the fetcher's guards: one record, or a page of a search.
 
-Every request goes through ``fetch.fetch_bytes``: https only, public addresses only (checked again
+Every request goes through ``fetch.fetch_answer``: https only, public addresses only (checked again
 at each redirect), a byte cap and a timeout, so a registry URL in a Bundle cannot make the operator
 reach inside its own network. Failures are ``RegistryError`` with the Stalled reason they stand
 for and whether they may pass by themselves.
@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from bundle_operator.document.issues import printable
 from bundle_operator.document.issues import shown as quoted
-from bundle_operator.fetch import FetchRefused, IPNetwork, fetch_bytes
+from bundle_operator.fetch import FetchRefused, IPNetwork, fetch_answer
 from bundle_operator.registry.names import InvalidName, check_registry_url, check_version, record_path
 from bundle_operator.registry.records import Record, RecordInvalid, load_json, parse_record, record_of
 
@@ -76,31 +76,21 @@ class RegistryClient:
         try:
             record = parse_record(body)
         except RecordInvalid as exc:
-            raise RegistryError(
-                "RegistryRecordInvalid", f"the registry's record: {exc}", permanent=True
-            ) from None
+            raise _invalid(f"the registry's record: {exc}") from None
         # A registry that answers with another server's record is not to be believed about this one.
         if record.name != server:
-            raise RegistryError(
-                "RegistryRecordInvalid",
-                f"asked for {server}, the registry answered with a record of another server",
-                permanent=True,
-            )
+            raise _invalid(f"asked for {server}, the registry answered with a record of another server")
         try:
             # It becomes status.source.version, and the version a Bundle pins: it must be one.
             check_version(record.version)
         except InvalidName:
-            raise RegistryError(
-                "RegistryRecordInvalid",
+            raise _invalid(
                 f"asked for {server} {version}, the registry answered with a version that is not one "
-                f"({quoted(record.version)})",
-                permanent=True,
+                f"({quoted(record.version)})"
             ) from None
         if version != "latest" and record.version != version:
-            raise RegistryError(
-                "RegistryRecordInvalid",
-                f"asked for {server} {version}, the registry answered with version {quoted(record.version)}",
-                permanent=True,
+            raise _invalid(
+                f"asked for {server} {version}, the registry answered with version {quoted(record.version)}"
             )
         return record
 
@@ -115,7 +105,7 @@ class RegistryClient:
 
     async def _get(self, url: str, max_bytes: int, *, not_found: str | None) -> bytes:
         try:
-            return await fetch_bytes(
+            answer = await fetch_answer(
                 url,
                 max_bytes=max_bytes,
                 allow_networks=self._allow,
@@ -125,6 +115,7 @@ class RegistryClient:
             )
         except FetchRefused as refusal:
             raise _error(refusal, not_found) from None
+        return answer.body
 
 
 def _page(body: bytes, limit: int) -> Page:
