@@ -25,6 +25,7 @@ import yaml
 
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.engine.apply import apply
+from bundle_operator.engine.plan import plan
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -124,7 +125,8 @@ async def run_once(url: str, latency_ms: int, sequential: bool) -> tuple[float, 
             return None
 
         started = time.perf_counter()
-        await apply(platform, ws, parsed, {"bot": "123456:bench"}, record, persist)
+        planned = await plan(platform, ws, parsed, {"bot": "123456:bench"}, record)
+        await apply(platform, planned, record, persist)
         elapsed = time.perf_counter() - started
         calls = transport.count - setup_calls
         created = sum(len(r.parts) for r in record.entities)

@@ -109,7 +109,8 @@ async def _install_body(args: argparse.Namespace) -> int:
     record = load_record(path, args.workspace, parsed.bundle.name)
     async with client_for(args) as client:
         try:
-            result = await apply(client, args.workspace, parsed, supplied, record, state_saver(path), options)
+            planned = await plan(client, args.workspace, parsed, supplied, record, options)
+            result = await apply(client, planned, record, state_saver(path))
         except Blocked as exc:
             emit_preview(exc.preview, args.output, outcome=InstallOutcome(BUNDLE_INVALID))
             return EXIT_FAILED

@@ -1,23 +1,28 @@
 """Install or update all-or-nothing by compensation.
 
-``apply`` carries a plan (plan.py) out level by level (MCPs, skills, agents, channels,
-automations, policies, gateway), creates within a level concurrently; when anything fails,
-everything this run created is deleted again, newest first, and the original error is raised.
+``apply`` carries a plan (plan.py) out level by level, in the kinds' install order (kinds/),
+creates within a level concurrently; when anything fails, everything this run created is deleted
+again, newest first, and what it updated is put back, and the original error is raised.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from bundle_operator.document.parse import ParsedBundle
-from bundle_operator.engine.desired import LEVELS, desired_level
-from bundle_operator.engine.plan import Options, Plan, Planned, alias_ids, decide, plan
+from bundle_operator.engine.entities import (
+    create_entity,
+    planned_creates,
+    remove_entity,
+    restore_entity,
+    update_entity,
+)
+from bundle_operator.engine.kinds import ALL, BY_NAME
+from bundle_operator.engine.plan import Plan, Planned
 from bundle_operator.engine.preview import EntityPlan, Preview
 from bundle_operator.engine.record import (
     JournalEntry,
@@ -27,9 +32,7 @@ from bundle_operator.engine.record import (
 )
 from bundle_operator.engine.snapshot import Snapshot
 from bundle_operator.engine.writer import Persist, Writer
-from bundle_operator.platform import kinds
 from bundle_operator.platform.errors import PlatformError
-from bundle_operator.platform.models import KnowledgeSet
 from bundle_operator.platform.protocol import PlatformAPI
 
 log = logging.getLogger(__name__)
@@ -139,179 +142,195 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc if part not in _UNION_TAGS)
 
 
-async def apply(
-    platform: PlatformAPI,
-    workspace: str,
-    parsed: ParsedBundle,
-    setup: Mapping[str, object],
-    record: Record,
-    persist: Persist,
-    options: Options | None = None,
-    planned: Plan | None = None,
-) -> ApplyResult:
-    """Install or update to the bundle; raises Blocked (nothing written) or InstallFailed (rolled back).
+async def apply(platform: PlatformAPI, planned: Plan, record: Record, persist: Persist) -> ApplyResult:
+    """Carry ``planned`` out: install or update to the bundle, all or nothing.
 
-    ``planned`` is a plan the caller just made with the same arguments; without one, apply plans.
+    Raises Blocked (nothing written) for a plan that blocks, InstallFailed (rolled back) when a
+    write fails, PersistFailed when the record cannot be stored (the next run resumes).
     """
-    options = options or Options()
-    persist_locked = GroupCommit(persist)
-
-    first = planned or await plan(platform, workspace, parsed, setup, record, options)
-    if first.inputs is None or first.preview.blocking:
-        raise Blocked(first.preview)
-    nothing_to_do = (
-        not record.journal
-        and not record.leftovers
-        and not record.unresolved
-        and not first.removals
-        and record.digest == parsed.digest
-        and all(item.action == "REUSE" for item in first.items)
-    )
-    if nothing_to_do:
+    if planned.inputs is None or planned.preview.blocking:
+        raise Blocked(planned.preview)
+    if not planned.writes():
         # A re-run with nothing to write writes nothing, not even the record.
-        result = ApplyResult(first.preview, reused=[i.desired.entity for i in first.items])
-        result.calls = first.snapshot.calls
-        result.snapshot = first.snapshot
+        result = ApplyResult(planned.preview, reused=[i.desired.entity for i in planned.items])
+        result.calls = planned.snapshot.calls
+        result.snapshot = planned.snapshot
         return result
-    if record.journal and record.inflight_fingerprint != first.fingerprint:
-        # A run was interrupted with other inputs: its creates cannot be replayed, so undo them.
-        writer = writer_for(platform, workspace, record, persist_locked, first, record.inflight_attempt or 0)
-        await roll_back_journal(writer)
-    starting = record.inflight_fingerprint != first.fingerprint
-    if starting:
-        record.attempt += 1
-        record.inflight_fingerprint = first.fingerprint
-        record.inflight_attempt = record.attempt
-    writer = writer_for(
-        platform, workspace, record, persist_locked, first, record.inflight_attempt or record.attempt
-    )
-    # Every create of the run is journaled in the same write that starts it.
-    ahead = [item.desired for item in first.items if item.action == "CREATE"]
-    if writer.journal_ahead(ahead) or starting:
-        await persist_locked(record)
-    result = ApplyResult(first.preview)
-    result.calls = first.snapshot.calls
-    await delete_leftovers(writer)
-    ids: dict[str, str] = dict(first.bound)
-    before = list(record.entities)
-    entities: dict[str, RecordedEntity] = {r.entity: r for r in record.entities}
-    superseded: list[Planned] = []
-    updates: list[Planned] = []
-    undo: list[tuple[dict[str, Any], RecordedEntity, dict[str, Any]]] = []
-    failing: str | None = None  # the bundle entity whose write failed
+    run = _Run(planned, record, await _start(platform, planned, record, GroupCommit(persist)))
+    await delete_leftovers(run.writer)
     try:
         # Creates first, level by level: until every create has worked, nothing that already
         # existed has been touched, so a rollback only has to delete.
-        for level in LEVELS:
-            alias_ids(ids, first.aliases)
-            decided = [
-                decide(d, record, first.snapshot, options)
-                for d in desired_level(level, first.inputs, ids, first.skipped)
-            ]
-            creates = [item for item in decided if item.action == "CREATE"]
-            outcomes = await asyncio.gather(
-                *(writer.create_entity(i.desired) for i in creates), return_exceptions=True
-            )
-            failed = _first_failure(creates, outcomes)
-            if failed is not None:
-                failing = failed[0].desired.entity
-                raise failed[1]
-            for item, outcome in zip(creates, outcomes, strict=True):
-                assert isinstance(outcome, RecordedEntity)
-                entities[item.desired.entity] = outcome
-                result.created.append(item.desired.entity)
-                if item.recorded is not None:
-                    superseded.append(item)  # what is left of the old one goes once the run succeeds
-            for item in decided:
-                entity = item.desired.entity
-                ids[entity] = entities[entity].primary_id or ""
-                if item.action == "UPDATE":
-                    updates.append(item)
-                elif item.action == "REUSE":
-                    result.reused.append(entity)
-        # Then updates, level by level; a failure puts back what was updated before deleting creates.
-        for level in LEVELS:
-            batch = [item for item in updates if item.desired.kind == level]
-            outcomes = await asyncio.gather(
-                *(_update(writer, item) for item in batch), return_exceptions=True
-            )
-            for item, outcome in zip(batch, outcomes, strict=True):
-                if isinstance(outcome, RecordedEntity):
-                    assert item.recorded is not None and item.live is not None and item.merge is not None
-                    undo.append((item.live, outcome, item.merge.merged))
-                    entities[item.desired.entity] = outcome
-            failed = _first_failure(batch, outcomes)
-            if failed is not None:
-                failing = failed[0].desired.entity
-                raise failed[1]
-        for item in updates:
-            result.updated.append(item.desired.entity)
-            if item.merge is not None and item.merge.conflicts:
-                result.conflicts[item.desired.entity] = item.merge.conflicts
+        for kind in ALL:
+            await run.create_level(planned.settle(kind, run.ids))
+        await run.update_levels()
     except BaseException as exc:
         if isinstance(exc, PersistFailed):
             raise
-        for live, written, merged in reversed(undo):
-            await _restore(writer, live, written, merged)
-        record.entities = before
-        rolled_back: list[str] = []
-        failures = await roll_back_journal(writer, rolled_back)
-        result.calls += writer.calls
-        if isinstance(exc, Exception):
-            raise InstallFailed(exc, failures, getattr(exc, "entity", None) or failing, rolled_back) from exc
+        await run.roll_back(exc)
         raise
-    # Removals last. An entity whose delete fails (in use by something kept, or the platform
-    # refuses) stays recorded and owned, and the next run tries again.
-    for removal in first.removals:
-        entity = removal.recorded.entity
-        if not removal.delete:
-            result.kept.append(entity)
-            entities.pop(entity, None)
-            continue
-        if await writer.delete_entity(removal.recorded):
-            result.kept.append(entity)
-        else:
-            result.deleted.append(entity)
-            entities.pop(entity, None)
-    # What the run stopped using (the parts of a re-created entity, secrets an update dropped)
-    # goes last; a part that will not go stays owned as a leftover.
-    retired = [
-        (part, item.desired.entity)
-        for item in superseded
-        if item.recorded is not None
-        for part in sorted(item.recorded.parts, key=lambda p: (p.role != "primary", p.role != "server"))
-        # A gone primary needs no delete; an archived agent stays archived; a replaced one goes.
-        if part.role != "primary" or item.replaces
-    ]
-    for part, owner in [*retired, *writer.retired]:
-        if await writer.failed_to_delete(part, owner):
-            record.leftovers.append(part)
-    await writer.delete_retired_sources()
-    for item in superseded:
-        # An app archived on the platform and installed again stays the installation's own.
-        archived = item.recorded.primary if item.desired.kind == "app" and item.recorded else None
-        if archived is not None and first.snapshot.get(archived.path, archived.id) is not None:
-            record.keep_archived(archived)
-    record.entities = sorted(entities.values(), key=lambda e: e.seq)
-    record.journal = []
-    record.inflight_fingerprint = None
-    record.inflight_attempt = None
-    assert parsed.bundle is not None and parsed.digest is not None
-    record.bundle_name = parsed.bundle.name
-    record.bundle_version = parsed.bundle.version
-    record.digest = parsed.digest
-    await persist_locked(record)
-    result.calls += writer.calls
-    result.snapshot = _after(first.snapshot, writer)
-    result.preview = Preview(
-        first.preview.bundle,
-        [
-            EntityPlan(p.kind, p.key, p.action, p.reason, ids.get(p.entity) or p.id)
-            for p in first.preview.entities
-        ],
-        first.preview.issues,
-    )
-    return result
+    await run.remove()
+    await run.retire()
+    await run.commit()
+    return run.result
+
+
+async def _start(platform: PlatformAPI, planned: Plan, record: Record, persist: GroupCommit) -> Writer:
+    """The run's writer, with every create of the run journaled in the same write that starts it.
+
+    A run interrupted with other inputs cannot have its creates replayed: they are undone first.
+    """
+    if record.journal and record.inflight_fingerprint != planned.fingerprint:
+        await roll_back_journal(writer_for(platform, record, persist, planned, record.inflight_attempt or 0))
+    starting = record.inflight_fingerprint != planned.fingerprint
+    if starting:
+        record.attempt += 1
+        record.inflight_fingerprint = planned.fingerprint
+        record.inflight_attempt = record.attempt
+    writer = writer_for(platform, record, persist, planned, record.inflight_attempt or record.attempt)
+    ahead = [item.desired for item in planned.items if item.action == "CREATE"]
+    if writer.journal_ahead(planned_creates(ahead)) or starting:
+        await persist(record)
+    return writer
+
+
+@dataclass
+class _Run:
+    """One run's progress: what it created, updated and must undo if it fails."""
+
+    planned: Plan
+    record: Record
+    writer: Writer
+    result: ApplyResult = field(init=False)
+    ids: dict[str, str] = field(init=False)
+    before: list[RecordedEntity] = field(init=False)
+    entities: dict[str, RecordedEntity] = field(init=False)
+    superseded: list[Planned] = field(default_factory=list)
+    updates: list[Planned] = field(default_factory=list)
+    undo: list[tuple[dict[str, Any], RecordedEntity, dict[str, Any]]] = field(default_factory=list)
+    failing: str | None = None  # the bundle entity whose write failed
+
+    def __post_init__(self) -> None:
+        self.result = ApplyResult(self.planned.preview, calls=self.planned.snapshot.calls)
+        self.ids = dict(self.planned.bound)
+        self.before = list(self.record.entities)
+        self.entities = {r.entity: r for r in self.record.entities}
+
+    async def create_level(self, decided: list[Planned]) -> None:
+        """Create one level's new entities at once; note its ids, updates and reuses."""
+        creates = [item for item in decided if item.action == "CREATE"]
+        outcomes = await asyncio.gather(
+            *(create_entity(self.writer, i.desired) for i in creates), return_exceptions=True
+        )
+        self._raise_first(creates, outcomes)
+        for item, outcome in zip(creates, outcomes, strict=True):
+            assert isinstance(outcome, RecordedEntity)
+            self.entities[item.desired.entity] = outcome
+            self.result.created.append(item.desired.entity)
+            if item.recorded is not None:
+                self.superseded.append(item)  # what is left of the old one goes once the run succeeds
+        for item in decided:
+            entity = item.desired.entity
+            self.ids[entity] = self.entities[entity].primary_id or ""
+            if item.action == "UPDATE":
+                self.updates.append(item)
+            elif item.action == "REUSE":
+                self.result.reused.append(entity)
+
+    async def update_levels(self) -> None:
+        """Then the updates, level by level; each is undone if a later write fails."""
+        for kind in ALL:
+            batch = [item for item in self.updates if item.desired.kind == kind.name]
+            outcomes = await asyncio.gather(*(self._update(item) for item in batch), return_exceptions=True)
+            for item, outcome in zip(batch, outcomes, strict=True):
+                if isinstance(outcome, RecordedEntity):
+                    assert item.live is not None and item.merge is not None
+                    self.undo.append((item.live, outcome, item.merge.merged))
+                    self.entities[item.desired.entity] = outcome
+            self._raise_first(batch, outcomes)
+        for item in self.updates:
+            self.result.updated.append(item.desired.entity)
+            if item.merge is not None and item.merge.conflicts:
+                self.result.conflicts[item.desired.entity] = item.merge.conflicts
+
+    async def _update(self, item: Planned) -> RecordedEntity:
+        assert item.recorded is not None and item.merge is not None and item.live is not None
+        return await update_entity(self.writer, item.recorded, item.desired, item.merge.merged, item.live)
+
+    def _raise_first(self, items: list[Planned], outcomes: list[Any]) -> None:
+        """Raise what the first item of a concurrent batch whose write failed raised."""
+        for item, outcome in zip(items, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                self.failing = item.desired.entity
+                raise outcome
+
+    async def roll_back(self, exc: BaseException) -> None:
+        """Put back what was updated, delete what was created; raise InstallFailed for a failure."""
+        for live, written, merged in reversed(self.undo):
+            await _restore(self.writer, live, written, merged)
+        self.record.entities = self.before
+        rolled_back: list[str] = []
+        failures = await roll_back_journal(self.writer, rolled_back)
+        self.result.calls += self.writer.calls
+        if isinstance(exc, Exception):
+            entity = getattr(exc, "entity", None) or self.failing
+            raise InstallFailed(exc, failures, entity, rolled_back) from exc
+
+    async def remove(self) -> None:
+        """Removals last. An entity whose delete fails (in use by something kept, or the platform
+        refuses) stays recorded and owned, and the next run tries again."""
+        for removal in self.planned.removals:
+            entity = removal.recorded.entity
+            if removal.delete and not await remove_entity(self.writer, removal.recorded):
+                self.result.deleted.append(entity)
+                self.entities.pop(entity, None)
+                continue
+            self.result.kept.append(entity)
+            if not removal.delete:
+                self.entities.pop(entity, None)
+
+    async def retire(self) -> None:
+        """What the run stopped using (the parts of a re-created entity, secrets an update dropped)
+        goes last; a part that will not go stays owned as a leftover."""
+        retired = [
+            (part, item.desired.entity)
+            for item in self.superseded
+            if item.recorded is not None
+            for part in sorted(item.recorded.parts, key=lambda p: (p.role != "primary", p.role != "server"))
+            # A gone primary needs no delete; an archived agent stays archived; a replaced one goes.
+            if part.role != "primary" or item.replaces
+        ]
+        for part, owner in [*retired, *self.writer.retired]:
+            if await self.writer.failed_to_delete(part, owner):
+                self.record.leftovers.append(part)
+        for kind in ALL:
+            await kind.finish(self.writer)
+        for item in self.superseded:
+            if item.recorded is not None:
+                BY_NAME[item.desired.kind].superseded(self.record, item.recorded, self.planned.snapshot)
+
+    async def commit(self) -> None:
+        """Record the run as done, and report the ids it ended with."""
+        record, planned = self.record, self.planned
+        record.entities = sorted(self.entities.values(), key=lambda e: e.seq)
+        record.journal = []
+        record.inflight_fingerprint = None
+        record.inflight_attempt = None
+        assert planned.inputs is not None
+        record.bundle_name = planned.inputs.bundle.name
+        record.bundle_version = planned.inputs.bundle.version
+        record.digest = planned.digest
+        await self.writer.persist(record)
+        self.result.calls += self.writer.calls
+        self.result.snapshot = _after(planned.snapshot, self.writer, record)
+        self.result.preview = Preview(
+            planned.preview.bundle,
+            [
+                EntityPlan(p.kind, p.key, p.action, p.reason, self.ids.get(p.entity) or p.id)
+                for p in planned.preview.entities
+            ],
+            planned.preview.issues,
+        )
 
 
 class GroupCommit:
@@ -339,8 +358,11 @@ class GroupCommit:
             self._stored = upto
 
 
-def _after(before: Snapshot, writer: Writer) -> Snapshot:
-    """The plan's snapshot with the run's writes and deletes applied (the gateway's contents left out)."""
+def _after(before: Snapshot, writer: Writer, record: Record) -> Snapshot | None:
+    """The plan's snapshot with the run's writes and deletes applied; None when a recorded entity
+    has contents the writes' answers do not show (a gateway's): then only a read tells."""
+    if any(BY_NAME[r.kind].contents_reads for r in record.entities):
+        return None
     entities = {path: dict(items) for path, items in before.entities.items()}
     for path, written in writer.written.items():
         entities.setdefault(path, {}).update(written)
@@ -349,25 +371,12 @@ def _after(before: Snapshot, writer: Writer) -> Snapshot:
     return Snapshot(entities=entities)
 
 
-def _first_failure(items: list[Planned], outcomes: list[Any]) -> tuple[Planned, BaseException] | None:
-    """The first item of a concurrent batch whose write raised, with what it raised."""
-    for item, outcome in zip(items, outcomes, strict=True):
-        if isinstance(outcome, BaseException):
-            return item, outcome
-    return None
-
-
-async def _update(writer: Writer, item: Planned) -> RecordedEntity:
-    assert item.recorded is not None and item.merge is not None and item.live is not None
-    return await writer.update_entity(item.recorded, item.desired, item.merge.merged, item.live)
-
-
 async def _restore(
     writer: Writer, live: dict[str, Any], written: RecordedEntity, merged: dict[str, Any]
 ) -> None:
     """Put an updated entity back as it was live before the run (secret values cannot be put back)."""
     try:
-        await writer.restore_entity(written, live, merged)
+        await restore_entity(writer, written, live, merged)
     except Exception as exc:  # a rollback keeps going whatever one restore does
         log.warning("rollback: could not restore %s: %s", written.entity, type(exc).__name__)
 
@@ -406,23 +415,18 @@ async def delete_leftovers(writer: Writer) -> None:
 
 
 def writer_for(
-    platform: PlatformAPI, workspace: str, record: Record, persist: Persist, planned: Plan, attempt: int
+    platform: PlatformAPI, record: Record, persist: Persist, planned: Plan, attempt: int
 ) -> Writer:
     """A writer for a planned run, at the revisions the plan read."""
     assert planned.inputs is not None
     writer = Writer(
-        platform, workspace, record, persist, planned.fingerprint, attempt, planned.inputs.bundle.name
+        platform, planned.workspace, record, persist, planned.fingerprint, attempt, planned.inputs.bundle.name
     )
     writer.revisions = {
         i: e.revision for items in planned.snapshot.entities.values() for i, e in items.items()
     }
-    writer.source_revisions = {
-        (entity.id, source.key): source.revision
-        for entity in planned.snapshot.entities.get(kinds.KNOWLEDGE_SETS.path, {}).values()
-        if isinstance(entity, KnowledgeSet)
-        for source in entity.sources
-        if source.key is not None
-    }
+    for kind in ALL:
+        kind.begin(writer, planned.snapshot)
     return writer
 
 

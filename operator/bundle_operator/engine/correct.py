@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from bundle_operator.engine.apply import Blocked, writer_for
+from bundle_operator.engine.entities import update_entity
 from bundle_operator.engine.plan import Plan
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.writer import Persist
@@ -27,15 +28,13 @@ class Correction:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-async def correct_drift(
-    platform: PlatformAPI, workspace: str, record: Record, persist: Persist, planned: Plan
-) -> Correction:
+async def correct_drift(platform: PlatformAPI, record: Record, persist: Persist, planned: Plan) -> Correction:
     """Put every entity the plan found drifted back to what the installation wrote, at the revisions
     the plan read (an edit made since fails that entity, never overwritten unseen); raises Blocked
     for a plan that blocks."""
     if planned.inputs is None or planned.preview.blocking:
         raise Blocked(planned.preview)
-    writer = writer_for(platform, workspace, record, persist, planned, record.attempt)
+    writer = writer_for(platform, record, persist, planned, record.attempt)
     result = Correction()
     by_entity = {r.entity: r for r in record.entities}
     for item in planned.items:
@@ -44,8 +43,8 @@ async def correct_drift(
         if item.action != "REUSE" or not paths or item.recorded is None or item.live is None:
             continue
         try:
-            by_entity[entity] = await writer.update_entity(
-                item.recorded, item.desired, item.desired.spec, item.live
+            by_entity[entity] = await update_entity(
+                writer, item.recorded, item.desired, item.desired.spec, item.live
             )
         except PlatformError as exc:
             log.warning("drift correction of %s failed: %s", entity, exc)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bundle_operator.engine.diff import changed_paths
+from bundle_operator.engine.live import binding_changes, project, read_snapshot
 from bundle_operator.engine.record import Record
-from bundle_operator.engine.snapshot import Snapshot, binding_changes, project, read_snapshot
+from bundle_operator.engine.snapshot import Snapshot
 from bundle_operator.platform.protocol import PlatformAPI
 
 

@@ -1,8 +1,9 @@
 """Analyze against a live platform: what a run would do, and nothing written.
 
-``plan`` reads (the record, one list per kind) and decides every entity CREATE, REUSE, UPDATE or
-SKIPPED, with the three-way merge of each update and its conflicts, the entities the bundle
-dropped and the requirements. ``apply`` (apply.py) carries a plan out.
+``plan`` reads (the record, one list per collection) and decides every entity CREATE, REUSE, UPDATE
+or SKIPPED, asking each entity's kind (kinds/), with the three-way merge of each update and its
+conflicts, the entities the bundle dropped and the requirements. ``apply`` (apply.py) carries a plan
+out.
 """
 
 from __future__ import annotations
@@ -17,25 +18,17 @@ from typing import Any
 from bundle_operator.document.issues import Code, Issue, blocking, warning
 from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.engine.analyze import analyze_with_values
-from bundle_operator.engine.desired import LEVELS, Desired, Inputs, desired_level
+from bundle_operator.engine.desired import Desired, Inputs
 from bundle_operator.engine.diff import changed_paths
-from bundle_operator.engine.knowledge import (
-    archived_app_holders,
-    credentials_lost,
-    settle_credentials,
-    without_retyped_sources,
-)
-from bundle_operator.engine.merge import MergeResult, OnConflict, merge
+from bundle_operator.engine.kinds import ALL, BY_NAME, ORDER, deletion_order
+from bundle_operator.engine.kinds.app import archived_app_holders
+from bundle_operator.engine.kinds.base import EntityKind, Update
+from bundle_operator.engine.live import binding_changes, project, read_snapshot
+from bundle_operator.engine.merge import MergeResult, OnConflict
 from bundle_operator.engine.preview import Action, EntityPlan, Preview
-from bundle_operator.engine.record import (
-    Record,
-    RecordedEntity,
-    deletion_order,
-    secret_hash,
-)
-from bundle_operator.engine.requirements import check_requirements
-from bundle_operator.engine.snapshot import Snapshot, binding_changes, own_sources, project, read_snapshot
-from bundle_operator.platform import kinds
+from bundle_operator.engine.record import Record, RecordedEntity, secret_hash
+from bundle_operator.engine.requirements import Requirements, check_requirements
+from bundle_operator.engine.snapshot import Snapshot
 from bundle_operator.platform.protocol import PlatformAPI
 
 log = logging.getLogger(__name__)
@@ -65,14 +58,6 @@ class Planned:
     rebound: list[str] = field(default_factory=list)  # binding paths changed on the platform
 
 
-# Fields the platform cannot change in place: a change replaces the entity, if nobody edited it.
-IMMUTABLE: dict[str, tuple[str, ...]] = {
-    "policy": ("/type",),
-    "skill": ("/source_type",),
-    "mcp": ("/server/type",),
-}
-
-
 def _at(spec: Any, pointer: str) -> Any:
     for token in pointer.strip("/").split("/"):
         spec = spec.get(token) if isinstance(spec, dict) else None
@@ -90,7 +75,12 @@ class Removal:
 
 @dataclass
 class Plan:
-    """Everything an install would do, and the preview that reports it."""
+    """Everything a run would do, what it was decided from, and the preview that reports it.
+
+    The plan is the one decision: ``writes`` says whether carrying it out writes anything, and
+    ``settle`` gives one level's decisions again once the ids of what earlier levels created are
+    known (apply.py carries a plan out with it).
+    """
 
     preview: Preview
     items: list[Planned]
@@ -98,10 +88,46 @@ class Plan:
     inputs: Inputs | None
     snapshot: Snapshot
     fingerprint: str
+    record: Record
+    options: Options = field(default_factory=Options)
+    workspace: str = ""
+    digest: str | None = None
     drift: dict[str, list[str]] = field(default_factory=dict)
     skipped: set[str] = field(default_factory=set)
     aliases: dict[str, str] = field(default_factory=dict)  # see Requirements
     bound: dict[str, str] = field(default_factory=dict)
+
+    def settle(self, kind: EntityKind, ids: dict[str, str]) -> list[Planned]:
+        """The decisions for the entities of ``kind``, their references resolved through ``ids``
+        (the platform ids of the entities of earlier levels, created or found)."""
+        assert self.inputs is not None
+        alias_ids(ids, self.aliases)
+        wanted = [d for d in kind.desired(self.inputs, ids, self.skipped) if d.entity not in self.skipped]
+        return [decide(d, self.record, self.snapshot, self.options) for d in wanted]
+
+    def writes(self, *, recreate_deleted: bool = True, retry_leftovers: bool = True) -> bool:
+        """Whether carrying the plan out writes to the platform (or the record).
+
+        With ``recreate_deleted`` False an entity deleted on the platform is drift to report, not a
+        write of its own (drift Warn); with ``retry_leftovers`` False parts whose delete failed
+        earlier wait for the next run that writes anyway.
+        """
+        record = self.record
+        gone = {
+            i.desired.entity
+            for i in self.items
+            if i.action == "CREATE" and i.recorded is not None and not i.replaces
+        }
+        return bool(
+            record.journal
+            or record.unresolved
+            or (retry_leftovers and record.leftovers)
+            or self.removals
+            or record.digest != self.digest
+            or any(
+                i.action != "REUSE" and (recreate_deleted or i.desired.entity not in gone) for i in self.items
+            )
+        )
 
 
 def fingerprint(record: Record, digest: str, setup: Mapping[str, str], options: Options) -> str:
@@ -116,26 +142,23 @@ def fingerprint(record: Record, digest: str, setup: Mapping[str, str], options: 
 
 
 def decide(desired: Desired, record: Record, snapshot: Snapshot, options: Options) -> Planned:
+    """CREATE, REUSE or UPDATE for one entity, from its record and its live state."""
+    kind = BY_NAME[desired.kind]
     recorded = record.find(desired.entity)
     if recorded is None:
         return Planned(desired, "CREATE")
     live = project(recorded, snapshot)
     if live is None:
-        reason = (
-            "the agent it recorded is archived; it is installed again"
-            if desired.kind == "agent" and snapshot.get(kinds.AGENTS.path, recorded.primary_id) is not None
-            else "the entity it recorded no longer exists; it is created again"
-        )
-        return Planned(desired, "CREATE", reason, recorded)
+        return Planned(desired, "CREATE", kind.gone_reason(recorded, snapshot), recorded)
     hashes = {site: secret_hash(record, v) for site, v in desired.secrets.items()}
     # A trigger whose name or agent changed on the platform is not the one this install bound:
     # reusing it as it is would leave it running someone else's agent. Its binding is an update
     # the bundle must win or a conflict for the user to settle, never a local edit that survives.
     rebound = binding_changes(desired.kind, recorded.spec, live)
-    lost = desired.kind == "knowledge_set" and credentials_lost(recorded.spec, live)
-    if desired.spec == recorded.spec and hashes == recorded.secrets and not rebound and not lost:
+    unchanged = desired.spec == recorded.spec and hashes == recorded.secrets and not rebound
+    if unchanged and not kind.must_rewrite(recorded, live):
         return Planned(desired, "REUSE", None, recorded, live)
-    immutable = [p for p in IMMUTABLE.get(desired.kind, ()) if _at(recorded.spec, p) != _at(desired.spec, p)]
+    immutable = [p for p in kind.immutable if _at(recorded.spec, p) != _at(desired.spec, p)]
     if immutable:
         fields = ", ".join(immutable)
         if not changed_paths(recorded.spec, live):
@@ -147,16 +170,11 @@ def decide(desired: Desired, record: Record, snapshot: Snapshot, options: Option
     if rebound:
         # Without a base for the binding fields, a changed binding meets the bundle's as a conflict.
         base = {k: v for k, v in recorded.spec.items() if f"/{k}" not in rebound}
-    if desired.kind == "knowledge_set":
-        base = without_retyped_sources(base, desired.spec, live)
-    result = merge(base, desired.spec, live, options.on_conflict)
-    if desired.kind == "knowledge_set":
-        changed = {site for site, value in hashes.items() if recorded.secrets.get(site) != value}
-        unsettled = settle_credentials(
-            recorded.spec, desired.spec, live, result, changed, options.on_conflict
-        )
-        return Planned(desired, "UPDATE", None, recorded, live, result, blocked=unsettled)
-    return Planned(desired, "UPDATE", None, recorded, live, result, rebound=rebound)
+    changed = {site for site, value in hashes.items() if recorded.secrets.get(site) != value}
+    settled = kind.settle(Update(recorded, base, desired, live, changed, options.on_conflict))
+    return Planned(
+        desired, "UPDATE", None, recorded, live, settled.merge, blocked=settled.blocked, rebound=rebound
+    )
 
 
 async def plan(
@@ -171,24 +189,45 @@ async def plan(
     """Analyze with the platform: what an install would do. Writes nothing."""
     options = options or Options()
     offline, values = analyze_with_values(parsed, setup, options.substitutions)
-    bundle = parsed.bundle
     empty = Snapshot()
-    if bundle is None or offline.bundle is None:
-        return Plan(offline, [], [], None, empty, "")
+    if parsed.bundle is None or offline.bundle is None:
+        return Plan(offline, [], [], None, empty, "", record, options, workspace, parsed.digest)
     # Requirements are checked against the platform below; the offline note does not apply.
     issues = [i for i in offline.issues if i.code != Code.REQUIREMENT_NOT_CHECKED]
-    skipped = {f"{p.kind}:{p.key}" for p in offline.entities if p.action == "SKIPPED"}
-    reasons = {f"{p.kind}:{p.key}": p.reason for p in offline.entities if p.action == "SKIPPED"}
-    checked = await check_requirements(platform, workspace, parsed, options.substitutions, skipped)
+    skipped = {f"{p.kind}:{p.key}": p.reason for p in offline.entities if p.action == "SKIPPED"}
+    checked = await check_requirements(platform, workspace, parsed, options.substitutions, set(skipped))
     issues += checked.issues
+    inputs = _inputs(parsed, values, options, checked, skipped)
+    if snapshot is None:
+        owned = record.entities or record.archived
+        snapshot = await read_snapshot(platform, workspace, record) if owned else empty
+    fp = fingerprint(record, offline.bundle.digest, values, options)
+    planned = Plan(offline, [], [], inputs, snapshot, fp, record, options, workspace, parsed.digest)
+    planned.skipped = set(skipped) - set(checked.replaced)
+    planned.aliases, planned.bound = checked.aliases, checked.bound
+    ids = _decide_levels(planned, issues)
+    _plan_removals(planned, issues)
+    planned.preview = _preview(planned, ids, skipped, issues)
+    return planned
+
+
+def _inputs(
+    parsed: ParsedBundle,
+    values: dict[str, str],
+    options: Options,
+    checked: Requirements,
+    skipped: dict[str, str | None],
+) -> Inputs:
+    """What decides the desired state, with the MCPs a tool substitution replaces left out."""
+    bundle = parsed.bundle
+    assert bundle is not None
     if checked.replaced:
         # An MCP a tool substitution replaces is not installed; what used it uses the substitute.
         bundle = bundle.model_copy(
             update={"mcps": [m for m in bundle.mcps if f"mcp:{m.key}" not in checked.replaced]}
         )
-        skipped -= set(checked.replaced)
-        reasons.update(checked.replaced)
-    inputs = Inputs(
+        skipped.update(checked.replaced)
+    return Inputs(
         bundle=bundle,
         setup=values,
         secret_fields=frozenset(f.key for f in bundle.setup if f.type == "secret"),
@@ -196,110 +235,90 @@ async def plan(
         substitutions=dict(options.substitutions),
         stripped=frozenset(checked.stripped),
     )
-    if snapshot is None:
-        owned = record.entities or record.archived
-        snapshot = await read_snapshot(platform, workspace, record) if owned else empty
-    fp = fingerprint(record, offline.bundle.digest, values, options)
-    ids: dict[str, str] = dict(checked.bound)
-    items: list[Planned] = []
-    drift: dict[str, list[str]] = {}
-    for level in LEVELS:
-        alias_ids(ids, checked.aliases)
-        for desired in desired_level(level, inputs, ids, skipped):
-            decided = decide(desired, record, snapshot, options)
-            items.append(decided)
+
+
+def _decide_levels(planned: Plan, issues: list[Issue]) -> dict[str, str]:
+    """Decide every entity level by level; returns the ids known (markers stand for new ones)."""
+    ids: dict[str, str] = dict(planned.bound)
+    mode = planned.options.on_conflict
+    for kind in ALL:
+        for decided in planned.settle(kind, ids):
+            planned.items.append(decided)
+            entity = decided.desired.entity
             if decided.action != "CREATE" and decided.recorded is not None and decided.recorded.primary_id:
-                ids[desired.entity] = decided.recorded.primary_id
+                ids[entity] = decided.recorded.primary_id
             if decided.action == "REUSE" and decided.live is not None and decided.recorded is not None:
                 paths = changed_paths(decided.recorded.spec, decided.live)
                 if paths:
-                    drift[desired.entity] = paths
+                    planned.drift[entity] = paths
             if decided.merge is not None and decided.merge.conflicts:
                 plain = [c for c in decided.merge.conflicts if c not in decided.rebound]
-                issues += _conflict_issues(desired.entity, plain, options.on_conflict)
-                issues += _binding_issues(desired.entity, decided.rebound, options.on_conflict)
+                issues += _conflict_issues(entity, plain, mode)
+                issues += _binding_issues(entity, decided.rebound, mode)
             if decided.blocked is not None:
                 issues.append(
                     blocking(
                         Code.UPDATE_CONFLICT,
-                        f"{desired.entity}: {decided.blocked}; undo the "
+                        f"{entity}: {decided.blocked}; undo the "
                         "local edit or delete the entity to let the bundle replace it",
-                        entity=desired.entity,
+                        entity=entity,
                     )
                 )
-    wanted = {p.desired.entity for p in items}
-    removals: list[Removal] = []
+    return ids
+
+
+def _plan_removals(planned: Plan, issues: list[Issue]) -> None:
+    """Every recorded entity the bundle dropped: deleted when unmodified, else kept (and why)."""
+    record, snapshot = planned.record, planned.snapshot
+    wanted = {p.desired.entity for p in planned.items}
     leaving = [r for r in record.entities if r.entity not in wanted]
-    archiving = [r.primary_id for r in leaving if r.kind == "app" and r.primary_id is not None]
+    archiving = [
+        r.primary_id for r in leaving if BY_NAME[r.kind].remove_archives and r.primary_id is not None
+    ]
     app_held = archived_app_holders(record, snapshot, archiving)
     for recorded in deletion_order(leaving):
         live = project(recorded, snapshot)
-        keeper = _keeper(recorded, snapshot, app_held)
+        keeper = BY_NAME[recorded.kind].keeper(recorded, snapshot, app_held)
         if keeper is not None:
-            removals.append(Removal(recorded, False, []))
-            issues.append(
-                warning(
-                    Code.ENTITY_KEPT,
-                    f"{recorded.entity} is no longer in the bundle but {keeper}; it is kept",
-                    entity=recorded.entity,
-                )
-            )
+            planned.removals.append(Removal(recorded, False, []))
+            message = f"{recorded.entity} is no longer in the bundle but {keeper}; it is kept"
+            issues.append(warning(Code.ENTITY_KEPT, message, entity=recorded.entity))
             continue
         if live is None:
             # Gone already, but its other parts (server spec, secrets) are still ours to delete,
             # and the record must let go of it.
-            removals.append(Removal(recorded, True, []))
+            planned.removals.append(Removal(recorded, True, []))
             continue
         edited = changed_paths(recorded.spec, live)
-        removals.append(Removal(recorded, not edited, edited))
+        planned.removals.append(Removal(recorded, not edited, edited))
         if edited:
-            issues.append(
-                warning(
-                    Code.ENTITY_KEPT,
-                    f"{recorded.entity} is no longer in the bundle but was edited "
-                    f"since it was installed ({', '.join(edited[:5])}); it is kept",
-                    entity=recorded.entity,
-                )
+            message = (
+                f"{recorded.entity} is no longer in the bundle but was edited "
+                f"since it was installed ({', '.join(edited[:5])}); it is kept"
             )
+            issues.append(warning(Code.ENTITY_KEPT, message, entity=recorded.entity))
         else:
-            issues.append(
-                warning(
-                    Code.ENTITY_REMOVED,
-                    f"{recorded.entity} is no longer in the bundle; it will be deleted",
-                    entity=recorded.entity,
-                )
-            )
+            message = f"{recorded.entity} is no longer in the bundle; it will be deleted"
+            issues.append(warning(Code.ENTITY_REMOVED, message, entity=recorded.entity))
+
+
+def _preview(
+    planned: Plan, ids: dict[str, str], skipped: dict[str, str | None], issues: list[Issue]
+) -> Preview:
+    """The preview: every entity's action (skipped ones too) in install order, and the issues."""
+    assert planned.preview.bundle is not None
     plans = [
         EntityPlan(p.desired.kind, p.desired.key, p.action, p.reason, ids.get(p.desired.entity))
-        for p in items
+        for p in planned.items
     ]
     by_entity = {p.entity for p in plans}
     plans += [
-        EntityPlan(entity.split(":", 1)[0], entity.split(":", 1)[1], "SKIPPED", reasons[entity])
-        for entity in reasons
+        EntityPlan(entity.split(":", 1)[0], entity.split(":", 1)[1], "SKIPPED", reason)
+        for entity, reason in skipped.items()
         if entity not in by_entity
     ]
-    plans.sort(key=lambda p: LEVELS.index(p.kind))
-    preview = Preview(offline.bundle, plans, issues)
-    return Plan(
-        preview, items, removals, inputs, snapshot, fp, drift, skipped, checked.aliases, checked.bound
-    )
-
-
-def _keeper(recorded: RecordedEntity, snapshot: Snapshot, app_held: Mapping[str, str]) -> str | None:
-    """Why an entity the bundle dropped must stay although nobody edited it, or None.
-
-    A set holding a source someone added on the platform would take that source with it; an MCP an
-    archived app uses must keep serving the app's running instances.
-    """
-    if recorded.kind == "knowledge_set":
-        own = own_sources(snapshot.get(kinds.KNOWLEDGE_SETS.path, recorded.primary_id))
-        if own:
-            return f"holds sources added on the platform ({', '.join(s.id for s in own)})"
-    holder = app_held.get(recorded.primary_id or "")
-    if recorded.kind == "mcp" and holder is not None:
-        return f"{holder} still uses it"
-    return None
+    plans.sort(key=lambda p: ORDER.index(p.kind))
+    return Preview(planned.preview.bundle, plans, issues)
 
 
 def alias_ids(ids: dict[str, str], aliases: Mapping[str, str]) -> None:

@@ -116,27 +116,6 @@ class Record(_Model):
         return self.seq
 
 
-# Install order of bundle entity kinds; deletes go the other way round.
-KIND_ORDER: tuple[str, ...] = (
-    "mcp",
-    "skill",
-    "knowledge_set",
-    "agent",
-    "app",
-    "channel",
-    "automation",
-    "policy",
-    "gateway",
-)
-
-
-def deletion_order(entities: list[RecordedEntity]) -> list[RecordedEntity]:
-    """Dependents before what they depend on: kinds in reverse install order, newest first within a
-    kind. (Creation order alone is not enough: an MCP added by an update is newer than the agent
-    that now uses it.)"""
-    return sorted(entities, key=lambda r: (-KIND_ORDER.index(r.kind), -r.seq))
-
-
 def idempotency_key(record: Record, fingerprint: str, attempt: int, entity: str, role: str) -> str:
     """Stable for one installation, inputs (bundle digest and setup), attempt, entity and part: a create
     repeated after a crash returns the entity the first one made."""

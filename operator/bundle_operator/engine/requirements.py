@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from bundle_operator.document.gateway_rules import GATEWAY_ENTITY
 from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
 from bundle_operator.document.knowledge import requirement_ref, tenant_address
-from bundle_operator.document.models import Bundle
+from bundle_operator.document.models import Bundle, Requirement
 from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.engine.analyze import requirement_key
 from bundle_operator.platform import kinds
@@ -85,80 +85,86 @@ async def check_requirements(
     """
     bundle = parsed.bundle
     assert bundle is not None
-    out = Requirements()
-    catalog = _Catalog(platform, workspace)
     own_mcps = {m.key for m in bundle.mcps if f"mcp:{m.key}" not in skipped}
+    check = _Check(bundle, own_mcps, skipped, _Catalog(platform, workspace))
     for index, requirement in enumerate(bundle.requires):
         ref = requirement_key(requirement)
-        pointer = f"/requires/{index}"
         mapped = substitutions.get(ref)
         if mapped is None and requirement.policy == "substitute":
             continue  # blocked offline
+        pointer = f"/requires/{index}"
         if requirement.kind == "model":
-            models = await catalog.models()
-            if models is None:
-                out.issues.append(
-                    warning(
-                        Code.REQUIREMENT_NOT_VERIFIED,
-                        f"requirement {shown(ref)} cannot be checked: the platform lists no models; "
-                        "it is assumed present",
-                        pointer,
-                    )
-                )
-                continue
-            if mapped is not None:
-                if mapped not in models:
-                    out.issues.append(
-                        blocking(
-                            Code.SUBSTITUTION_INVALID,
-                            f"the substitution for {shown(ref)} names model '{shown(mapped)}', which the "
-                            "platform does not offer (GET .../models lists those it does)",
-                            pointer,
-                        )
-                    )
-                continue
-            present = requirement.ref in models
+            present = await check.model(ref, requirement.ref, mapped, pointer)
         elif requirement.kind == "tool":
-            if mapped is not None:
-                issue = await _substitute_tool(requirement.ref, mapped, own_mcps, skipped, catalog, out)
-                if issue is not None:
-                    message = f"the substitution for {shown(ref)} {issue}"
-                    out.issues.append(blocking(Code.SUBSTITUTION_INVALID, message, pointer))
-                continue
-            if requirement.ref in {m.key for m in bundle.mcps}:
-                present = requirement.ref in own_mcps  # the bundle's own MCP, or nothing: never by name
-            else:
-                present = bool(await catalog.instances(requirement.ref))
+            present = await check.tool(ref, requirement.ref, mapped, pointer)
         else:
-            if mapped is not None:
-                continue  # only the mapping's shape can be checked, and analyze did
-            present = False
-        if present:
-            continue
-        if requirement.policy == "block":
-            out.issues.append(
-                blocking(
-                    Code.REQUIREMENT_MISSING,
-                    f"requirement {shown(ref)} is missing on the platform and its policy is block; "
-                    f"substitute it (--substitute {shown(ref)}=VALUE) or install where it exists",
-                    pointer,
-                )
-            )
-        else:
-            out.stripped.add(ref)
-            users = _users(bundle, requirement.kind, requirement.ref)
-            dropped = f"dropped from {', '.join(users)}" if users else "nothing in the bundle refers to it"
-            if requirement.kind == "model" and users:
-                dropped += ", which run on the platform's default model"
-            out.issues.append(
-                warning(
-                    Code.REQUIREMENT_STRIPPED,
-                    f"requirement {shown(ref)} is missing on the platform; it is {dropped}",
-                    pointer,
-                )
-            )
+            # A mapped address: only the mapping's shape can be checked, and analyze did.
+            present = None if mapped is not None else False
+        if present is False:
+            check.missing(requirement, ref, pointer)
+    out = check.out
     out.issues = [i.with_line(parsed.source_map.line_of(i.path)) for i in out.issues]
     return out
+
+
+@dataclass
+class _Check:
+    """One plan's requirement checks and what they decided so far."""
+
+    bundle: Bundle
+    own_mcps: set[str]
+    skipped: set[str]
+    catalog: _Catalog
+    out: Requirements = field(default_factory=Requirements)
+
+    async def model(self, ref: str, model: str, mapped: str | None, pointer: str) -> bool | None:
+        """Whether the model is offered; None when there is nothing more to decide."""
+        models = await self.catalog.models()
+        if models is None:
+            message = (
+                f"requirement {shown(ref)} cannot be checked: the platform lists no models; "
+                "it is assumed present"
+            )
+            self.out.issues.append(warning(Code.REQUIREMENT_NOT_VERIFIED, message, pointer))
+            return None
+        if mapped is None:
+            return model in models
+        if mapped not in models:
+            message = (
+                f"the substitution for {shown(ref)} names model '{shown(mapped)}', which the "
+                "platform does not offer (GET .../models lists those it does)"
+            )
+            self.out.issues.append(blocking(Code.SUBSTITUTION_INVALID, message, pointer))
+        return None
+
+    async def tool(self, ref: str, tool: str, mapped: str | None, pointer: str) -> bool | None:
+        """Whether the tool is there; a mapped one is wired in (None) or refused."""
+        if mapped is not None:
+            issue = await _substitute_tool(tool, mapped, self.own_mcps, self.skipped, self.catalog, self.out)
+            if issue is not None:
+                message = f"the substitution for {shown(ref)} {issue}"
+                self.out.issues.append(blocking(Code.SUBSTITUTION_INVALID, message, pointer))
+            return None
+        if tool in {m.key for m in self.bundle.mcps}:
+            return tool in self.own_mcps  # the bundle's own MCP, or nothing: never by name
+        return bool(await self.catalog.instances(tool))
+
+    def missing(self, requirement: Requirement, ref: str, pointer: str) -> None:
+        """A requirement the platform lacks: refused under ``block``, else stripped."""
+        if requirement.policy == "block":
+            message = (
+                f"requirement {shown(ref)} is missing on the platform and its policy is block; "
+                f"substitute it (--substitute {shown(ref)}=VALUE) or install where it exists"
+            )
+            self.out.issues.append(blocking(Code.REQUIREMENT_MISSING, message, pointer))
+            return
+        self.out.stripped.add(ref)
+        users = _users(self.bundle, requirement.kind, requirement.ref)
+        dropped = f"dropped from {', '.join(users)}" if users else "nothing in the bundle refers to it"
+        if requirement.kind == "model" and users:
+            dropped += ", which run on the platform's default model"
+        message = f"requirement {shown(ref)} is missing on the platform; it is {dropped}"
+        self.out.issues.append(warning(Code.REQUIREMENT_STRIPPED, message, pointer))
 
 
 def _users(bundle: Bundle, kind: str, ref: str) -> list[str]:

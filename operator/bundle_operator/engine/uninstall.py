@@ -11,29 +11,23 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from bundle_operator.engine.apply import delete_leftovers, roll_back_journal
 from bundle_operator.engine.approval import ApprovalPlan, uninstall_plan
 from bundle_operator.engine.diff import changed_paths
-from bundle_operator.engine.knowledge import archived_app_holders
-from bundle_operator.engine.record import Record, RecordedEntity, deletion_order
-from bundle_operator.engine.snapshot import Snapshot, own_sources, project, read_snapshot
+from bundle_operator.engine.entities import remove_entity
+from bundle_operator.engine.kinds import BY_COLLECTION, BY_NAME, deletion_order
+from bundle_operator.engine.kinds.app import archived_app_holders
+from bundle_operator.engine.kinds.base import referenced_ids
+from bundle_operator.engine.live import project, read_snapshot
+from bundle_operator.engine.record import Record, RecordedEntity
+from bundle_operator.engine.snapshot import Snapshot
 from bundle_operator.engine.writer import Persist, Writer
 from bundle_operator.platform import kinds
-from bundle_operator.platform.models import Entity, McpInstance
+from bundle_operator.platform.models import Entity
 from bundle_operator.platform.protocol import PlatformAPI
 
 log = logging.getLogger(__name__)
-
-# Which platform collections may refer to a part of each bundle entity kind (the platform refuses
-# to delete an entity while one of them does).
-_HOLDER_PATHS: dict[str, tuple[str, ...]] = {
-    "mcp": (kinds.AGENTS.path, kinds.MCP_INSTANCES.path, kinds.GATEWAY_BUNDLES.path, kinds.APPS.path),
-    "skill": (kinds.AGENTS.path,),
-    "knowledge_set": (kinds.AGENTS.path,),
-    "agent": (kinds.CHANNELS.path, kinds.TRIGGERS.path, kinds.POLICIES.path),
-}
 
 
 class PlanOutdated(Exception):
@@ -106,7 +100,9 @@ def _plan(record: Record, snapshot: Snapshot) -> _Plan:
     in_use: dict[str, str] = {}  # platform id -> the kept entity that refers to it
     # Apps are archived, not deleted, so their running instances keep working: the MCPs their
     # tools come from stay with them (those archived before included).
-    apps = [r.primary_id for r in record.entities if r.kind == "app" and r.primary_id is not None]
+    apps = [
+        r.primary_id for r in record.entities if BY_NAME[r.kind].remove_archives and r.primary_id is not None
+    ]
     app_held = archived_app_holders(record, snapshot, apps)
     # Dependents first: whatever refers to an entity is decided (kept or deleted) before it.
     for recorded in deletion_order(record.entities):
@@ -114,10 +110,11 @@ def _plan(record: Record, snapshot: Snapshot) -> _Plan:
         primary = recorded.primary_id or ""
         if live is not None:
             edited = changed_paths(recorded.spec, live)
-            holder = in_use.get(primary) or (app_held.get(primary) if recorded.kind == "mcp" else None)
+            used_by_app = app_held.get(primary) if BY_NAME[recorded.kind].used_by_apps else None
+            holder = in_use.get(primary) or used_by_app
             if edited or holder is not None:
                 plan.kept[recorded.entity] = edited or [f"(in use by {holder})"]
-                in_use.update({ref: recorded.entity for ref in _referenced_ids(live)})
+                in_use.update({ref: recorded.entity for ref in referenced_ids(live)})
                 continue
         # Gone already (or an archived agent) still leaves its other parts to delete.
         plan.delete.append((recorded, live is not None))
@@ -166,7 +163,7 @@ async def uninstall(
     result.kept = plan.kept
     remaining = []
     for recorded, live in plan.delete:
-        failures = await writer.delete_entity(recorded)
+        failures = await remove_entity(writer, recorded)
         if failures:
             result.failed[recorded.entity] = failures
             remaining.append(recorded)
@@ -194,45 +191,36 @@ async def _foreign_holders(
     own |= {entry.id for entry in record.journal if entry.id is not None}
     doomed: dict[str, str] = {}  # platform id -> the entity (kind:key) whose part it is
     paths: set[str] = set()
-    for recorded, _ in plan.delete:
-        for part in recorded.parts:
-            doomed[part.id] = recorded.entity
-        paths.update(_HOLDER_PATHS.get(recorded.kind, ()))
     held: dict[str, list[str]] = {}
 
-    def note(entity_id: str, holder: str) -> None:
-        holders = held.setdefault(doomed[entity_id], [])
+    def note(entity: str, holder: str) -> None:
+        holders = held.setdefault(entity, [])
         if holder not in holders:
             holders.append(holder)
 
-    # A source a user added to a set of the installation would go with the set (seed 004): the
-    # set is held until they remove it or keep the set.
     for recorded, _ in plan.delete:
-        set_id = recorded.primary_id
-        if recorded.kind != "knowledge_set" or set_id is None:
-            continue
-        for source in own_sources(snapshot.get(kinds.KNOWLEDGE_SETS.path, set_id)):
-            where = f"{kinds.KNOWLEDGE_SETS.path}/{set_id}/sources/{source.id}"
-            note(set_id, f"{where} (a {source.type} source added on the platform)")
+        for part in recorded.parts:
+            doomed[part.id] = recorded.entity
+        kind = BY_NAME[recorded.kind]
+        paths.update(holder.path for holder in kind.held_by)
+        # What someone added inside it on the platform would go with it (seed 004): it is held
+        # until they remove that or keep the entity.
+        for holder in kind.own_holders(recorded, snapshot):
+            note(recorded.entity, holder)
     for path in sorted(paths):
-        kind = kinds.BY_PATH[path]
         listed = snapshot.entities.get(path)
         items: list[Entity] = (
-            list(listed.values()) if listed is not None else list(await platform.list_all(workspace, kind))
+            list(listed.values())
+            if listed is not None
+            else list(await platform.list_all(workspace, kinds.BY_PATH[path]))
         )
         for item in items:
             if item.id in own:
                 continue
-            if path == kinds.GATEWAY_BUNDLES.path:
-                for member in await platform.list_members(workspace, item.id):
-                    if member.mcp_instance_id in doomed:
-                        note(member.mcp_instance_id, _describe(path, item, f"member {member.name}"))
-                continue
-            refs = _referenced_ids(item.model_dump(mode="json"))
-            if isinstance(item, McpInstance):
-                refs.add(item.server_id)
-            for ref in sorted(refs & doomed.keys()):
-                note(ref, _describe(path, item))
+            holds = await BY_COLLECTION[path].holds(platform, workspace, item)
+            for ref, detail in sorted(holds.refs.items()):
+                if ref in doomed:
+                    note(doomed[ref], _describe(path, item, detail))
     return held
 
 
@@ -242,22 +230,3 @@ def _describe(path: str, item: Entity, detail: str = "") -> str:
     label = f" '{name}'" if isinstance(name, str) and name else ""
     extra = f" ({detail})" if detail else ""
     return f"{path}/{item.id}{label}{archived}{extra}"
-
-
-def _referenced_ids(spec: Any) -> set[str]:
-    """Every platform id a live spec refers to (agent, instance, skill and knowledge set ids)."""
-    found: set[str] = set()
-    stack = [spec]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if key in ("agent_id", "mcp_instance_id") and isinstance(item, str):
-                    found.add(item)
-                elif key in ("mcp_instance_ids", "skill_ids", "knowledge_set_ids") and isinstance(item, list):
-                    found.update(i for i in item if isinstance(i, str))
-                else:
-                    stack.append(item)
-        elif isinstance(value, list):
-            stack.extend(value)
-    return found

@@ -22,12 +22,12 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from bundle_operator.document.issues import Code
-from bundle_operator.engine.apply import BUNDLE_INVALID, Blocked, InstallFailed, PersistFailed, apply
+from bundle_operator.engine.apply import BUNDLE_INVALID, InstallFailed, PersistFailed, apply
 from bundle_operator.engine.correct import correct_drift
 from bundle_operator.engine.drift import DriftReport, drift_from
+from bundle_operator.engine.live import read_snapshot
 from bundle_operator.engine.plan import Plan, plan
 from bundle_operator.engine.record import Record
-from bundle_operator.engine.snapshot import read_snapshot
 from bundle_operator.engine.uninstall import PlanOutdated, UninstallRefused, preview_uninstall, uninstall
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.events import Events
@@ -133,29 +133,6 @@ class Converged:
     corrected: dict[str, list[str]] = field(default_factory=dict)
 
 
-def writes_needed(inputs: Inputs, planned: Plan) -> bool:
-    """Whether this run must write to the platform, or only check drift.
-
-    An entity deleted on the platform is drift: Warn reports it, Correct (or the next change of
-    the bundle or its inputs) installs it again. Parts whose delete failed earlier are retried by
-    the next run that writes, not by a run of their own that would flap Ready.
-    """
-    record = inputs.record
-    gone = {
-        i.desired.entity
-        for i in planned.items
-        if i.action == "CREATE" and i.recorded is not None and not i.replaces
-    }
-    recreate = inputs.spec.drift_policy.mode == "Correct"
-    return bool(
-        record.journal
-        or record.unresolved
-        or planned.removals
-        or record.digest != inputs.parsed.digest
-        or any(i.action != "REUSE" and (recreate or i.desired.entity not in gone) for i in planned.items)
-    )
-
-
 class InstallationReconciler:
     """Reconciles BundleInstallations against their platforms."""
 
@@ -210,7 +187,11 @@ class InstallationReconciler:
             planned = await self._analyze(run, inputs)
             if isinstance(planned, Done):
                 return planned
-            writes = writes_needed(inputs, planned)
+            # An entity deleted on the platform is drift: Warn reports it, Correct (or the next change
+            # of the bundle or its inputs) installs it again. Parts whose delete failed earlier are
+            # retried by the next run that writes, not by a run of their own that would flap Ready.
+            correct = inputs.spec.drift_policy.mode == "Correct"
+            writes = planned.writes(recreate_deleted=correct, retry_leftovers=False)
             if (held := await self._hold(run, inputs, planned, writes)) is not None:
                 return held
             if writes and (too_large := await self._fits(run, inputs, planned)) is not None:
@@ -356,23 +337,8 @@ class InstallationReconciler:
             ]
         )
         try:
-            result = await self._shown_when_slow(
-                run,
-                apply(
-                    inputs.platform,
-                    inputs.workspace,
-                    inputs.parsed,
-                    inputs.setup,
-                    record,
-                    inputs.store.persist,
-                    inputs.options,
-                    planned,
-                ),
-            )
-        except Blocked as exc:  # the platform changed between the two plans
-            planned.preview = exc.preview
-            status.patch["preview"] = preview_status(planned)
-            return await self._blocked(run, planned)
+            persist = inputs.store.persist
+            result = await self._shown_when_slow(run, apply(inputs.platform, planned, record, persist))
         except InstallFailed as exc:
             return await self._install_failed(run, exc)
         except PersistFailed as exc:
@@ -390,7 +356,7 @@ class InstallationReconciler:
         # Right after the run the platform's answers to its writes are the live state: listing
         # again would cost a list per kind per installation. A gateway's contents are read.
         snapshot = result.snapshot
-        if snapshot is None or record.find("gateway:gateway") is not None:
+        if snapshot is None:
             snapshot = await read_snapshot(inputs.platform, inputs.workspace, record)
             run.calls += snapshot.calls
         return Converged(
@@ -425,9 +391,7 @@ class InstallationReconciler:
         if not report.changed or inputs.spec.drift_policy.mode != "Correct":
             return Converged(report)
         # The plan just read is not blocking (that ended the run) and holds the revisions.
-        correction = await correct_drift(
-            inputs.platform, inputs.workspace, inputs.record, inputs.store.persist, planned
-        )
+        correction = await correct_drift(inputs.platform, inputs.record, inputs.store.persist, planned)
         corrected = correction.corrected
         if corrected:
             await self.events.post(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,13 @@ import yaml
 
 from bundle_operator.document import ParsedBundle, parse_bundle_text
 from bundle_operator.engine.apply import ApplyResult, apply
-from bundle_operator.engine.plan import Options
+from bundle_operator.engine.plan import Options, plan
 from bundle_operator.engine.record import Record
+from bundle_operator.engine.writer import Persist
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import FaultSpec
+from bundle_operator.platform.protocol import PlatformAPI
 from tests.integration.engine.conftest import TOKEN
 from tests.integration.platform.platform_harness import PlatformProcess
 
@@ -71,8 +74,22 @@ async def install(
     """Apply a bundle with a fresh or given record."""
     record = record or Record(installation="test/inst", workspace=ws)
     store = Store(record)
-    result = await apply(client, ws, parsed, setup, record, store.persist, options)
+    result = await plan_and_apply(client, ws, parsed, setup, record, store.persist, options)
     return result, record
+
+
+async def plan_and_apply(
+    platform: PlatformAPI,
+    ws: str,
+    parsed: ParsedBundle,
+    setup: Mapping[str, object],
+    record: Record,
+    persist: Persist,
+    options: Options | None = None,
+) -> ApplyResult:
+    """Plan against the platform, then carry that plan out (what bundlectl install does)."""
+    planned = await plan(platform, ws, parsed, setup, record, options)
+    return await apply(platform, planned, record, persist)
 
 
 async def workspace_state(client: PlatformClient, ws: str) -> dict[str, list[str]]:
@@ -104,7 +121,8 @@ CRASHING_INSTALL = r"""
 import asyncio, json, os, sys, yaml
 from pathlib import Path
 from bundle_operator.document import parse_bundle_text
-from bundle_operator.engine.apply import Options, apply
+from bundle_operator.engine.apply import apply
+from bundle_operator.engine.plan import Options, plan
 from bundle_operator.engine.record import Record
 from bundle_operator.platform.client import PlatformClient
 
@@ -135,7 +153,7 @@ async def main():
         client.put_source = counted("s", client.put_source)
         record = Record(installation="crash/test", workspace=ws)
         options = Options(substitutions=json.loads(substitutions))
-        await apply(client, ws, parsed, setup, record, persist, options)
+        await apply(client, await plan(client, ws, parsed, setup, record, options), record, persist)
 
 asyncio.run(main())
 """

@@ -10,7 +10,14 @@ import pytest
 from bundle_operator.engine.plan import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.platform.client import PlatformClient
-from tests.integration.engine.harness import Store, crashed_record, example, install, workspace_state
+from tests.integration.engine.harness import (
+    Store,
+    crashed_record,
+    example,
+    install,
+    plan_and_apply,
+    workspace_state,
+)
 from tests.integration.engine.harness import crash_install as crash_example
 from tests.integration.platform.platform_harness import PlatformProcess
 
@@ -52,9 +59,8 @@ async def test_resume_after_a_crash_at_each_step(
     record = crashed_record(engine_platform, ws, tmp_path / "state.json", crash_at, "github-triage", TRIAGE)
     parsed, setup = example("github-triage")
     store = Store(record)
-    from bundle_operator.engine.apply import apply
 
-    result = await apply(client, ws, parsed, setup, record, store.persist, TRIAGE)
+    result = await plan_and_apply(client, ws, parsed, setup, record, store.persist, TRIAGE)
     assert not result.preview.blocking
     assert record.journal == []
     state_now = await assert_owned_exactly(client, ws, record)
@@ -91,7 +97,7 @@ async def test_resume_with_other_inputs_rolls_the_interrupted_run_back(
 async def test_a_record_that_cannot_be_stored_stops_the_run_and_the_next_one_resumes(
     client: PlatformClient, ws: str, fail_at: int
 ) -> None:
-    from bundle_operator.engine.apply import PersistFailed, apply
+    from bundle_operator.engine.apply import PersistFailed
 
     parsed, setup = example("github-triage")
     stored: list[str] = []
@@ -103,13 +109,13 @@ async def test_a_record_that_cannot_be_stored_stops_the_run_and_the_next_one_res
 
     record = Record(installation="test/persist", workspace=ws)
     with pytest.raises(PersistFailed, match="restarting"):
-        await apply(client, ws, parsed, setup, record, persist, TRIAGE)
+        await plan_and_apply(client, ws, parsed, setup, record, persist, TRIAGE)
     # Nothing was rolled back: what the run created stays for the next run to find by its keys (a
     # rollback would delete entities and then fail to record that too).
     created_before = sum(len(ids) for ids in (await workspace_state(client, ws)).values())
     assert created_before == (0 if fail_at == 1 else 11)  # 10 creates + the channel's token secret
     resumed = Record.model_validate_json(stored[-1]) if stored else Record(installation="x", workspace=ws)
     store = Store(resumed)
-    result = await apply(client, ws, parsed, setup, resumed, store.persist, TRIAGE)
+    result = await plan_and_apply(client, ws, parsed, setup, resumed, store.persist, TRIAGE)
     assert not result.preview.blocking and resumed.journal == []
     await assert_owned_exactly(client, ws, resumed)

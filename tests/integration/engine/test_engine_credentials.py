@@ -11,8 +11,8 @@ import pytest
 
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.engine.apply import Blocked
-from bundle_operator.engine.bodies import server_create
-from bundle_operator.engine.desired import Inputs, desired_mcp
+from bundle_operator.engine.desired import Inputs
+from bundle_operator.engine.kinds.mcp import desired_mcp, server_create
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.errors import Refused

@@ -297,6 +297,6 @@ def test_an_agent_referring_to_something_unrepresentable_refuses_the_export() ->
         archived=False,
     )
     with pytest.raises(ExportRefused) as refused:
-        build_document("x", "0.0.0", {}, [], [], [agent], [], [], [])
+        build_document("x", "0.0.0", {kinds.AGENTS.path: [agent]})
     assert "Lonely" in refused.value.entity
     assert "mci_gone" in refused.value.message

@@ -475,7 +475,7 @@ async def test_an_app_whose_every_version_was_archived_gets_a_new_version_not_a_
     result, record = await install(client, ws, parse(office()), SETUP, record, MAPPED)
     assert result.created == [] and [a.id for a in await client.list_all(ws, kinds.APPS)] == [app.id]
     planned = await plan(client, ws, parse(office()), SETUP, record, MAPPED)
-    corrected = await correct_drift(client, ws, record, Store(record).persist, planned)
+    corrected = await correct_drift(client, record, Store(record).persist, planned)
     assert corrected.corrected == {"app:request_status": ["/document"]}
     assert (await live_app(client, ws, record)).latest_version == 2
     assert not (await drift(client, ws, record)).drifted
@@ -667,7 +667,7 @@ async def test_a_source_edited_between_the_plan_and_the_write_fails_the_run_inst
         ws, knowledge_set.id, "statutes-1", KnowledgeSourcePut(type="statutes", laws=["x"])
     )
     with pytest.raises(InstallFailed) as failed:
-        await apply(client, ws, parse(doc), SETUP, record, Store(record).persist, MAPPED, planned)
+        await apply(client, planned, record, Store(record).persist)
     assert failed.value.code == "bundle_install_failed"
     live = {s.key: s for s in (await live_set(client, ws, record)).sources}
     assert live["statutes-1"].laws == ["x"]  # their edit stands; the next run merges against it

@@ -7,12 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from bundle_operator.engine.apply import apply
 from bundle_operator.engine.plan import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from tests.integration.engine.harness import Store, crashed_record, example, install, workspace_state
+from tests.integration.engine.harness import (
+    Store,
+    crashed_record,
+    example,
+    install,
+    plan_and_apply,
+    workspace_state,
+)
 from tests.integration.engine.harness import crash_install as crash_example
 from tests.integration.platform.platform_harness import PlatformProcess
 
@@ -40,7 +46,7 @@ async def test_resume_after_a_crash_around_the_sources(
 ) -> None:
     record = crashed_record(engine_platform, ws, tmp_path / "state.json", crash_at, "building-office", MAPPED)
     parsed, setup = example("building-office")
-    result = await apply(client, ws, parsed, setup, record, Store(record).persist, MAPPED)
+    result = await plan_and_apply(client, ws, parsed, setup, record, Store(record).persist, MAPPED)
     assert not result.preview.blocking and record.journal == []
     workspace = await owned_exactly(client, ws, record)
     assert len(workspace[kinds.KNOWLEDGE_SETS.path]) == 1

@@ -20,6 +20,7 @@ from tests.integration.engine.harness import (
     clear_faults,
     install,
     parse,
+    plan_and_apply,
     workspace_state,
 )
 
@@ -197,16 +198,14 @@ class EditsBeforeUpdating:
 
 
 async def test_an_edit_made_during_a_run_is_not_overwritten(client: PlatformClient, ws: str) -> None:
-    from bundle_operator.engine.apply import apply
-
     _, record = await install(client, ws, doc(), SETUP)
     with pytest.raises(InstallFailed) as failed:
-        await apply(
-            EditsBeforeUpdating(client, ws),
+        await plan_and_apply(
+            EditsBeforeUpdating(client, ws),  # type: ignore[arg-type]
             ws,
             doc(model="gpt-6"),
             SETUP,
-            record,  # type: ignore[arg-type]
+            record,
             Store(record).persist,
         )
     assert isinstance(failed.value.cause, PreconditionFailed)

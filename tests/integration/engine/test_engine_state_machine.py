@@ -13,14 +13,21 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from bundle_operator.engine.apply import Blocked, InstallFailed, apply
+from bundle_operator.engine.apply import Blocked, InstallFailed
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.uninstall import uninstall
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import AgentUpdate
 from tests.integration.engine.conftest import FAST_RETRY, TOKEN
-from tests.integration.engine.harness import Store, arm_fault, clear_faults, parse, workspace_state
+from tests.integration.engine.harness import (
+    Store,
+    arm_fault,
+    clear_faults,
+    parse,
+    plan_and_apply,
+    workspace_state,
+)
 from tests.integration.engine.test_engine_update import DOC, SETUP
 from tests.integration.platform.platform_harness import PlatformProcess
 
@@ -100,7 +107,7 @@ def make_machine(platform: PlatformProcess) -> type[RuleBasedStateMachine]:
                 )
             try:
                 result = self.run(
-                    apply(
+                    plan_and_apply(
                         self.client, self.ws, PARSED[version], SETUP, self.record, Store(self.record).persist
                     )
                 )

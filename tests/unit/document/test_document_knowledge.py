@@ -16,7 +16,8 @@ import yaml
 from bundle_operator.document import parse_bundle_data, parse_bundle_text
 from bundle_operator.document.models import Bundle
 from bundle_operator.engine.analyze import analyze_offline
-from bundle_operator.engine.desired import Inputs, desired_knowledge_set
+from bundle_operator.engine.desired import Inputs
+from bundle_operator.engine.kinds.knowledge_set import desired_knowledge_set
 from bundle_operator.engine.preview import Preview
 from tests.documents import bundle_document
 from tests.unit.document.builders import analyze, issues_with, only_issue

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundle_operator.document.knowledge import SOURCE_FIELDS
-from bundle_operator.engine.desired import source_spec
+from bundle_operator.engine.kinds.knowledge_set import source_spec
 from bundle_operator.engine.merge import OnConflict, merge
 from bundle_operator.engine.plan import _conflict_issues
 

@@ -1,0 +1,281 @@
+"""The gateway bundle: texts, ordered members, curation of the members' tools, prompts and
+resources, and the bundle's own prompts and resources. Its contents are read and written entry by
+entry (each only where it differs), keyed by id so that a three-way merge works entry by entry."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bundle_operator.engine.desired import Desired, Inputs, resolve
+from bundle_operator.engine.export_report import ExportOut
+from bundle_operator.engine.kinds.base import EntityKind, Holds, Write
+from bundle_operator.engine.record import Part, RecordedEntity
+from bundle_operator.engine.snapshot import Snapshot
+from bundle_operator.engine.writer import Writer
+from bundle_operator.platform import kinds
+from bundle_operator.platform.models import (
+    Entity,
+    GatewayBundle,
+    GatewayBundleCreate,
+    GatewayBundleUpdate,
+    GatewayEntryCuration,
+    GatewayMemberPut,
+    GatewayPromptPut,
+    GatewayResourcePut,
+    GatewayToolCuration,
+    member_resource_id,
+    parse_member_resource_id,
+)
+from bundle_operator.platform.protocol import PlatformAPI
+
+_DEFAULT_CURATION = {"enabled": True, "title": None, "description": None}
+_DEFAULT_TOOL_CURATION = {
+    "enabled": True,
+    "override_name": None,
+    "override_title": None,
+    "override_description": None,
+    "override_annotations": None,
+}
+_EMPTY: dict[str, Any] = {
+    "members": [],
+    "tools": {},
+    "member_prompts": {},
+    "member_resources": {},
+    "prompts": {},
+    "resources": {},
+}
+
+
+def gateway_name(bundle_name: str) -> str:
+    """The gateway bundle's name on the platform: the bundle name in the URL-safe alphabet."""
+    return bundle_name.replace(".", "-")[:64]
+
+
+def _curation(entry: Any) -> dict[str, Any]:
+    return {"enabled": entry.enabled, "title": entry.title, "description": entry.description}
+
+
+def _tool_curation(entry: Any) -> dict[str, Any]:
+    return {
+        "enabled": entry.enabled,
+        "override_name": entry.override_name,
+        "override_title": entry.override_title,
+        "override_description": entry.override_description,
+        "override_annotations": entry.override_annotations,
+    }
+
+
+class GatewayKind(EntityKind):
+    """The one gateway bundle of a bundle document (key ``gateway``)."""
+
+    name = "gateway"
+    section = "gateway"
+    collection = kinds.GATEWAY_BUNDLES
+    reads = (kinds.GATEWAY_BUNDLES,)
+    contents_reads = 6
+
+    def items(self, inputs: Inputs) -> Sequence[Any]:
+        return [] if inputs.bundle.gateway is None else [inputs.bundle.gateway]
+
+    def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
+        gateway = item
+        members = [m for m in gateway.members if f"mcp:{m}" not in skipped]
+        spec: dict[str, Any] = {
+            "bundle": {
+                "name": gateway_name(inputs.bundle.name),
+                "description": gateway.description or "",
+                "overview": gateway.overview or "",
+            },
+            "members": [
+                {"name": m, "mcp_instance_id": resolve(ids, f"mcp:{m}"), "enabled": True} for m in members
+            ],
+            "tools": {
+                f"{t.member}__{t.tool}": _tool_curation(t) for t in gateway.tools if t.member in members
+            },
+            "member_prompts": {
+                f"{p.member}__{p.name}": _curation(p) for p in gateway.member_prompts if p.member in members
+            },
+            "member_resources": {
+                member_resource_id(r.member, r.uri): _curation(r)
+                for r in gateway.member_resources
+                if r.member in members
+            },
+            "prompts": {
+                p.name: {
+                    "name": p.name,
+                    "title": p.title,
+                    "description": p.description or "",
+                    "arguments": [
+                        {"name": a.name, "description": "", "required": a.required, "values": list(a.values)}
+                        for a in p.arguments
+                    ],
+                    "messages": [
+                        {"role": m.role, "text": m.text, "resource": m.resource} for m in p.messages
+                    ],
+                }
+                for p in gateway.prompts
+            },
+            "resources": {
+                r.name: {"name": r.name, "title": r.title, "mime_type": r.mime_type, "content": r.content}
+                for r in gateway.resources
+            },
+        }
+        return Desired(self.name, "gateway", spec)
+
+    async def read_contents(self, platform: PlatformAPI, workspace: str, found: Entity) -> dict[str, Any]:
+        assert isinstance(found, GatewayBundle)
+        bid = found.id
+        members, tools, member_prompts, member_resources, prompts, resources = await asyncio.gather(
+            platform.list_members(workspace, bid),
+            platform.list_tools(workspace, bid),
+            platform.list_member_prompts(workspace, bid),
+            platform.list_member_resources(workspace, bid),
+            platform.list_prompts(workspace, bid),
+            platform.list_resources(workspace, bid),
+        )
+        return {
+            "bundle": {"name": found.name, "description": found.description, "overview": found.overview},
+            "members": [
+                {"name": m.name, "mcp_instance_id": m.mcp_instance_id, "enabled": m.enabled}
+                for m in sorted(members, key=lambda m: m.position)
+            ],
+            "tools": {t.id: _tool_curation(t) for t in tools},
+            "member_prompts": {p.id: _curation(p) for p in member_prompts},
+            "member_resources": {r.id: _curation(r) for r in member_resources},
+            "prompts": {
+                p.name: {
+                    "name": p.name,
+                    "title": p.title,
+                    "description": p.description,
+                    "arguments": [a.model_dump(mode="json") for a in p.arguments],
+                    "messages": [m.model_dump(mode="json") for m in p.messages],
+                }
+                for p in prompts
+            },
+            "resources": {
+                r.name: {"name": r.name, "title": r.title, "mime_type": r.mime_type, "content": r.content}
+                for r in resources
+            },
+        }
+
+    def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+        """The gateway as recorded sees it: curation entries the bundle set, plus any entry someone
+        curated on the platform. Entries discovery found and nobody curated are not drift."""
+        if snapshot.get(self.collection.path, recorded.primary_id) is None:
+            return None
+        live = snapshot.contents.get(recorded.entity)
+        if live is None:
+            return None
+        out = dict(live)
+        for section, default in (
+            ("tools", _DEFAULT_TOOL_CURATION),
+            ("member_prompts", _DEFAULT_CURATION),
+            ("member_resources", _DEFAULT_CURATION),
+        ):
+            known = recorded.spec.get(section, {})
+            out[section] = {k: v for k, v in live[section].items() if k in known or v != default}
+        return out
+
+    async def create(self, writer: Writer, desired: Desired) -> list[Part]:
+        spec = desired.spec
+        bundle = await writer.create(
+            desired.entity, "primary", self.collection, GatewayBundleCreate(**spec["bundle"])
+        )
+        writer.calls += await write_contents(writer.platform, writer.workspace, bundle.id, spec, None)
+        return [Part(role="primary", path=self.collection.path, id=bundle.id)]
+
+    async def write(self, writer: Writer, step: Write) -> list[Part]:
+        if step.differs("bundle"):
+            texts = step.target["bundle"]
+            body = GatewayBundleUpdate(description=texts["description"], overview=texts["overview"])
+            await writer.update(self.collection, step.primary, body)
+        writer.calls += await write_contents(
+            writer.platform, writer.workspace, step.primary, step.target, step.current
+        )
+        return list(step.recorded.parts)
+
+    async def holds(self, platform: PlatformAPI, workspace: str, item: Entity) -> Holds:
+        members = await platform.list_members(workspace, item.id)
+        return Holds({m.mcp_instance_id: f"member {m.name}" for m in members})
+
+    def export(self, listed: Mapping[str, list[Entity]], out: ExportOut) -> None:
+        for gateway in listed.get(self.collection.path, []):
+            out.drop(
+                f"{self.collection.path}/{gateway.id}",
+                "a gateway bundle (and its endpoints): the export does not write gateways",
+            )
+
+
+async def write_contents(
+    p: PlatformAPI, ws: str, bundle_id: str, spec: dict[str, Any], live: dict[str, Any] | None
+) -> int:
+    """Bring a gateway bundle's members, curation, resources and prompts to ``spec``.
+
+    Only what differs from ``live`` is written; resources go before the prompts that embed them
+    and are deleted after the prompts that embedded them. Returns how many calls it made.
+    """
+    old = live or _EMPTY
+    calls = await _write_members(p, ws, bundle_id, spec["members"], old["members"])
+    for tool_id, curation in spec["tools"].items():
+        if old["tools"].get(tool_id) != curation:
+            calls += 1
+            await p.put_tool(ws, bundle_id, tool_id, GatewayToolCuration(**curation))
+    for entry_id, curation in spec["member_prompts"].items():
+        if old["member_prompts"].get(entry_id) != curation:
+            member, _, name = entry_id.partition("__")
+            calls += 1
+            await p.put_member_prompt(ws, bundle_id, member, name, GatewayEntryCuration(**curation))
+    for entry_id, curation in spec["member_resources"].items():
+        parsed = parse_member_resource_id(entry_id)
+        if old["member_resources"].get(entry_id) != curation and parsed is not None:
+            calls += 1
+            await p.put_member_resource(ws, bundle_id, parsed[0], parsed[1], GatewayEntryCuration(**curation))
+    for name, resource in spec["resources"].items():
+        if old["resources"].get(name) != resource:
+            calls += 1
+            await p.put_resource(ws, bundle_id, GatewayResourcePut(**resource))
+    for name, prompt in spec["prompts"].items():
+        if old["prompts"].get(name) != prompt:
+            calls += 1
+            await p.put_prompt(ws, bundle_id, GatewayPromptPut(**_prompt_body(prompt)))
+    for name in old["prompts"]:
+        if name not in spec["prompts"]:
+            calls += 1
+            await p.delete_prompt(ws, bundle_id, name)
+    for name in old["resources"]:
+        if name not in spec["resources"]:
+            calls += 1
+            await p.delete_resource(ws, bundle_id, name)
+    return calls
+
+
+async def _write_members(
+    p: PlatformAPI, ws: str, bundle_id: str, members: list[dict[str, Any]], before: list[dict[str, Any]]
+) -> int:
+    """Put the members that differ, delete the ones gone, then order them; returns the calls."""
+    calls = 0
+    old = {m["name"]: m for m in before}
+    for member in members:
+        if old.get(member["name"]) != member:
+            calls += 1
+            body = GatewayMemberPut(mcp_instance_id=member["mcp_instance_id"], enabled=member["enabled"])
+            await p.put_member(ws, bundle_id, member["name"], body)
+    wanted = [m["name"] for m in members]
+    for name in old:
+        if name not in wanted:
+            calls += 1
+            await p.delete_member(ws, bundle_id, name)
+    order = [m["name"] for m in before if m["name"] in wanted]
+    order += [n for n in wanted if n not in order]
+    if wanted and order != wanted:
+        calls += 1
+        await p.order_members(ws, bundle_id, wanted)
+    return calls
+
+
+def _prompt_body(prompt: dict[str, Any]) -> dict[str, Any]:
+    body = dict(prompt)
+    body["messages"] = [{k: v for k, v in m.items() if v is not None} for m in prompt["messages"]]
+    return body
