@@ -1,7 +1,8 @@
 """bundlectl: the command line for analyze, plan, install and the rest, outside a cluster.
 
-Each command lives in its own module under ``bundle_operator.commands`` and registers itself
-here; this module only builds the parser and maps outcomes to exit codes.
+Each command lives in its own module under ``bundle_operator.commands``, whose ``register`` adds
+its subparser; ``commands.COMMANDS`` lists them. This module only builds the parser from that list
+and maps outcomes to exit codes.
 """
 
 from __future__ import annotations

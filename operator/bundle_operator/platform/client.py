@@ -1,6 +1,7 @@
 """The async client of the platform API v1, one method a route; implements ``PlatformAPI``.
 
-The HTTP underneath (retries, the call gate, typed errors) is transport.py's.
+The HTTP underneath (retries, the call gate, typed errors) is http_calls.py's; transport.py
+sends it through aiohttp where the operator asks for it.
 """
 
 from __future__ import annotations
