@@ -13,10 +13,7 @@ from collections.abc import Sequence
 
 from bundle_operator import __version__
 from bundle_operator.commands import COMMANDS
-
-EXIT_OK = 0
-EXIT_BLOCKED = 1
-EXIT_USAGE = 2
+from bundle_operator.commands.exit_codes import EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
