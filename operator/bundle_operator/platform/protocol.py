@@ -72,11 +72,12 @@ class PlatformAPI(Protocol):
         workspace: str,
         kind: Kind[E, Any, Any],
         *,
-        filters: Filters | None = None,
-        cursor: str | None = None,
-        limit: int = 100,
+        filters: Filters | None = ...,
+        cursor: str | None = ...,
+        limit: int = ...,
     ) -> Page[E]:
-        """One page of entities in creation order, filtered by the kind's ``filters`` fields."""
+        """One page of entities in creation order, filtered by the kind's ``filters`` fields (the
+        implementation holds the defaults: no filter, the first page, its own page size)."""
         ...
 
     async def list_all(
