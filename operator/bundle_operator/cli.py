@@ -1,7 +1,8 @@
 """bundlectl: the command line for analyze, plan, install and the rest, outside a cluster.
 
-Each command lives in its own module under ``bundle_operator.commands`` and registers itself
-here; this module only builds the parser and maps outcomes to exit codes.
+Each command lives in its own module under ``bundle_operator.commands``, whose ``register`` adds
+its subparser; ``commands.COMMANDS`` lists them. This module only builds the parser from that list
+and maps outcomes to exit codes.
 """
 
 from __future__ import annotations
@@ -12,10 +13,7 @@ from collections.abc import Sequence
 
 from bundle_operator import __version__
 from bundle_operator.commands import COMMANDS
-
-EXIT_OK = 0
-EXIT_BLOCKED = 1
-EXIT_USAGE = 2
+from bundle_operator.commands.exit_codes import EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:

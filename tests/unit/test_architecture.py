@@ -8,41 +8,18 @@ broken by a lazy import fails here as well as one at the top of a module.
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "bundle_operator"
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "operator" / "bundle_operator"
 ROOT = "bundle_operator"
 
-# Which of the package's own parts each part may import (besides itself): ARCHITECTURE.md's
-# layers. A part not named here may import nothing of the package.
-ALLOWED: dict[str, set[str]] = {
-    "document": set(),
-    "mcpb": {"document"},
-    "platform": {"document"},
-    "fetch": set(),
-    "registry": {"document", "fetch"},
-    "devcluster": set(),
-    "engine": {"document", "mcpb", "platform"},
-    "reference_platform": {"document", "mcpb", "platform", "fetch"},
-    "k8s": {"document", "mcpb", "platform", "engine", "fetch", "registry"},
-    "commands": {
-        "document",
-        "mcpb",
-        "platform",
-        "engine",
-        "fetch",
-        "registry",
-        "k8s",
-        "devcluster",
-        "reference_platform",
-    },
-    "cli": {"commands", "__version__"},
-    "__main__": {"k8s", "cli"},
-}
 # Third-party packages (or parts of them) a part must never import. The platform client sends
 # over aiohttp's client, so only aiohttp's server is kept out of it.
 FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
@@ -111,6 +88,26 @@ def _part(module: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
+def _layers_table(markdown: str) -> dict[str, set[str]]:
+    """ARCHITECTURE.md's import table: each part of a row's left column -> the backticked parts
+    on its right (a backticked word that is not a name, such as a command, is part of a note)."""
+    section = markdown.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")][2:]
+    allowed: dict[str, set[str]] = {}
+    for row in rows:
+        left, right = (cell.strip() for cell in row.strip("|").split("|"))
+        names = {name for name in re.findall(r"`([^`]+)`", right) if name.isidentifier()}
+        for part in re.findall(r"`([^`]+)`", left):
+            allowed[part] = names
+    return allowed
+
+
+# Which of the package's own parts each part may import (besides itself): read from
+# ARCHITECTURE.md's table, so that the prose and the rule are one text.
+ALLOWED = _layers_table((REPO / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+PARTS = {_part(module) for module in MODULES} - {ROOT}
+
+
 def _where(imp: Import) -> str:
     return f"{MODULES[imp.source].relative_to(PACKAGE.parent)}:{imp.line} imports {imp.target}"
 
@@ -119,6 +116,18 @@ def test_the_graph_is_read() -> None:
     # A reader that found nothing would pass every rule below.
     assert len(MODULES) > 100
     assert any(i.source == "bundle_operator.engine.apply" and i.target.startswith(ROOT) for i in GRAPH)
+
+
+def test_the_layers_table_is_read_and_names_every_part() -> None:
+    # A table the reader misses would leave no rule; a part without a row would have none.
+    assert ALLOWED["engine"] == {"document", "mcpb", "platform"}
+    assert ALLOWED["document"] == set() and ALLOWED["devcluster"] == set()
+    assert "reference_platform" in ALLOWED["commands"]
+    assert not PARTS - ALLOWED.keys(), (
+        f"parts without a row in ARCHITECTURE.md: {sorted(PARTS - ALLOWED.keys())}"
+    )
+    named = set(ALLOWED).union(*ALLOWED.values())
+    assert not named - PARTS, f"ARCHITECTURE.md names parts that do not exist: {sorted(named - PARTS)}"
 
 
 def test_each_part_imports_only_the_layers_below_it() -> None:
@@ -191,3 +200,50 @@ def test_no_module_imports_itself_back() -> None:
 def test_the_cycle_finder_finds_a_circle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": {"c"}}) is None
+
+
+# In a package's docstring, a module is named either as a file (`name.py`, `folder/name.py`) or,
+# backticked, by its import path (``bundle_operator.platform.models``, possibly with an attribute).
+_FILE_NAME = re.compile(r"(?<![\w./])((?:\w+/)*\w+\.py)\b")
+_IMPORT_PATH = re.compile(r"`(bundle_operator(?:\.\w+)+)`")
+PACKAGES = sorted(path.parent for path in PACKAGE.rglob("__init__.py"))
+
+
+def _stale_names(package: Path) -> list[str]:
+    """The modules the package's docstring names that do not exist."""
+    tree = ast.parse((package / "__init__.py").read_text(encoding="utf-8"))
+    text = ast.get_docstring(tree) or ""
+    stale = [
+        name
+        for name in _FILE_NAME.findall(text)
+        # A file of the package itself, or a path from the package root (``k8s/run.py``).
+        if not (package / name).is_file() and not (PACKAGE / name).is_file()
+    ]
+    for dotted in _IMPORT_PATH.findall(text):
+        module = _resolve(dotted)
+        # The longest module prefix may be followed by one attribute of that module.
+        rest = dotted.removeprefix(module).lstrip(".")
+        if (
+            module not in MODULES
+            or "." in rest
+            or (rest and not hasattr(importlib.import_module(module), rest))
+        ):
+            stale.append(dotted)
+    return stale
+
+
+def test_the_docstring_reader_finds_module_names() -> None:
+    assert _FILE_NAME.findall("see `k8s/run.py`, client.py's calls and transport.py; not x.pyc") == [
+        "k8s/run.py",
+        "client.py",
+        "transport.py",
+    ]
+    assert _IMPORT_PATH.findall("import ``bundle_operator.platform.models`` or `bundle_operator`") == [
+        "bundle_operator.platform.models"
+    ]
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_each_package_docstring_names_only_modules_that_exist(package: Path) -> None:
+    stale = _stale_names(package)
+    assert not stale, f"{package.relative_to(PACKAGE.parent)}/__init__.py names what does not exist: {stale}"

@@ -1,6 +1,8 @@
-"""The bundlectl commands; each module exposes ``register(subparsers)``.
+"""The bundlectl commands; each command module exposes ``register(subparsers)``, listed in COMMANDS.
 
-To add a command, write a module here with a ``register`` function and list it in COMMANDS.
+The other modules (connection, exit_codes, output, setup_input, source_input, gitops) are what
+the commands share. To add a command, write a module here with a ``register`` function and list
+it in COMMANDS.
 """
 
 from __future__ import annotations

@@ -13,11 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bundle_operator.commands.exit_codes import EXIT_OK, EXIT_REFUSED
 from bundle_operator.mcpb.errors import printable
 
-EXIT_OK = 0
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 # A status write by the operator moves the resourceVersion without changing the plan: try again.
 _ATTEMPTS = 3

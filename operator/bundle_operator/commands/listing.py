@@ -12,12 +12,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from bundle_operator.commands.connection import UsageError, add_platform_flags, client_for
+from bundle_operator.commands.exit_codes import EXIT_OK
 from bundle_operator.commands.install import run_command
 from bundle_operator.document.issues import printable
 from bundle_operator.engine.drift import drift
 from bundle_operator.engine.record import Record
-
-EXIT_OK = 0
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

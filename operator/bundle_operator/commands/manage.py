@@ -18,13 +18,12 @@ from bundle_operator.commands.connection import (
     state_path,
     state_saver,
 )
+from bundle_operator.commands.exit_codes import EXIT_FAILED, EXIT_OK
 from bundle_operator.commands.gitops import export_resources, render_resources
 from bundle_operator.commands.install import run_command
 from bundle_operator.engine.drift import drift
 from bundle_operator.engine.export import ExportRefused, export_with_report
 from bundle_operator.engine.uninstall import UninstallRefused, uninstall
-
-EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from bundle_operator.commands.exit_codes import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from bundle_operator.mcpb.convert import to_bundle
 from bundle_operator.mcpb.errors import Refused, printable
 from bundle_operator.mcpb.extract import extract_file
@@ -19,11 +20,6 @@ from bundle_operator.mcpb.launch import PLATFORMS
 from bundle_operator.mcpb.reader import Inspection, inspect_file
 from bundle_operator.mcpb.report import InspectReport
 from bundle_operator.mcpb.treedigest import check_tree
-
-# The same exit codes as bundlectl's (cli.py imports this package, so they are not imported back).
-EXIT_OK = 0
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -33,15 +29,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     inspect = actions.add_parser("inspect", help="read and verify an archive without writing anything")
     inspect.add_argument("file")
-    _platform_option(inspect)
-    inspect.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    _reading_options(inspect, ("text", "json"))
     inspect.set_defaults(func=_inspect)
 
     extract = actions.add_parser("extract", help="unpack an accepted archive into a new private folder")
     extract.add_argument("file")
     extract.add_argument("dir", help="the folder to create; it must not exist yet")
-    _platform_option(extract)
-    extract.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    _reading_options(extract, ("text", "json"))
     extract.set_defaults(func=_extract)
 
     check = actions.add_parser("check-tree", help="check an unpacked folder against its tree digest")
@@ -51,27 +45,40 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     convert = actions.add_parser("to-bundle", help="print the bundle document for an accepted archive")
     convert.add_argument("file")
-    _platform_option(convert)
+    _reading_options(convert, ("yaml", "json"))
     convert.add_argument(
         "--root",
         help="the folder the archive is unpacked into on the platform "
         "(default: /var/lib/bundle-operator/mcpb/<sha256>)",
     )
-    convert.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     convert.set_defaults(func=_to_bundle)
 
 
-def _platform_option(parser: argparse.ArgumentParser) -> None:
+def _reading_options(parser: argparse.ArgumentParser, outputs: tuple[str, str]) -> None:
+    """--platform and -o (the first of ``outputs`` by default), which every archive reader takes."""
     parser.add_argument(
         "--platform", choices=PLATFORMS, help="the platform to check against (default: this computer's)"
     )
+    parser.add_argument("-o", "--output", choices=outputs, default=outputs[0])
+
+
+def _refused(refusal: Refused) -> int:
+    """Say why the archive or folder was refused, and exit with EXIT_REFUSED."""
+    print(f"refused ({refusal.code}): {refusal.reason}", file=sys.stderr)
+    return EXIT_REFUSED
+
+
+def _cannot(what: str, path: str, exc: OSError) -> int:
+    """Say what could not be done with which file, and exit with EXIT_USAGE."""
+    print(f"bundlectl mcpb: cannot {what} {path}: {exc.strerror}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _read(args: argparse.Namespace) -> Inspection | None:
     try:
         return inspect_file(args.file, platform=args.platform)
     except OSError as exc:
-        print(f"bundlectl mcpb: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        _cannot("read", args.file, exc)
         return None
 
 
@@ -131,11 +138,9 @@ def _extract(args: argparse.Namespace) -> int:
     try:
         extracted = extract_file(args.file, args.dir, platform=args.platform)
     except Refused as refusal:
-        print(f"refused ({refusal.code}): {refusal.reason}", file=sys.stderr)
-        return EXIT_REFUSED
+        return _refused(refusal)
     except OSError as exc:
-        print(f"bundlectl mcpb: cannot extract {args.file}: {exc.strerror}", file=sys.stderr)
-        return EXIT_USAGE
+        return _cannot("extract", args.file, exc)
     if args.output == "json":
         out = {"dir": str(extracted.path), "lock": extracted.lock, "tree_digest": extracted.tree_digest}
         print(json.dumps(out, indent=2))
@@ -150,11 +155,9 @@ def _check_tree(args: argparse.Namespace) -> int:
     try:
         check_tree(args.dir, args.digest)
     except Refused as refusal:
-        print(f"refused ({refusal.code}): {refusal.reason}", file=sys.stderr)
-        return EXIT_REFUSED
+        return _refused(refusal)
     except OSError as exc:
-        print(f"bundlectl mcpb: cannot read {args.dir}: {exc.strerror}", file=sys.stderr)
-        return EXIT_USAGE
+        return _cannot("read", args.dir, exc)
     print(f"unchanged: {args.digest}")
     return EXIT_OK
 
@@ -166,8 +169,7 @@ def _to_bundle(args: argparse.Namespace) -> int:
     try:
         conversion = to_bundle(inspection, root=args.root)
     except Refused as refusal:
-        print(f"refused ({refusal.code}): {refusal.reason}", file=sys.stderr)
-        return EXIT_REFUSED
+        return _refused(refusal)
     for warning in conversion.warnings:
         print(f"warning: {printable(warning)}", file=sys.stderr)
     if args.output == "json":

@@ -10,13 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bundle_operator.commands.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL, PlatformClient
 from bundle_operator.platform.errors import PlatformError
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

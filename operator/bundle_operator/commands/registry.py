@@ -17,6 +17,7 @@ import ssl
 import sys
 from typing import Any
 
+from bundle_operator.commands.exit_codes import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from bundle_operator.commands.output import table_lines
 from bundle_operator.document.issues import printable
 from bundle_operator.document.issues import shown as quoted
@@ -40,7 +41,6 @@ from bundle_operator.registry.records import (
     record_label,
 )
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 # --all stops here: a registry whose cursors never end must not keep bundlectl running.
 MAX_PAGES = 50
 # What json.dumps(ensure_ascii=False) leaves as it is but must not reach a terminal: DEL and the C1

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
-from bundle_operator.document.issues import Code, Issue, blocking
+from bundle_operator.document.issues import Code, Issue, blocking, blocking_for
 from bundle_operator.document.models import Bundle, Gateway
 from bundle_operator.document.names import (
     SEPARATOR,
@@ -32,6 +32,7 @@ N = TypeVar("N", bound=_Named)
 
 GATEWAY_ENTITY = "gateway:gateway"
 
+# The reference platform enforces the same limits, from here.
 MAX_PROMPTS = 100
 MAX_RESOURCES = 200
 MAX_PROMPT_TEXT = 64 * 1024
@@ -170,33 +171,25 @@ def _tools(gateway: Gateway) -> list[Issue]:
 
 
 def _member_entries(gateway: Gateway) -> list[Issue]:
+    prompts = [(p.member, "prompt", p.name) for p in gateway.member_prompts]
+    resources = [(r.member, "resource", r.uri) for r in gateway.member_resources]
+    return [
+        *_curated_once(gateway, "/gateway/member_prompts", prompts),
+        *_curated_once(gateway, "/gateway/member_resources", resources),
+    ]
+
+
+def _curated_once(gateway: Gateway, section: str, entries: list[tuple[str, str, str]]) -> list[Issue]:
+    """Each entry, as (member, what, name), belongs to a member of the gateway and is curated once."""
     issues: list[Issue] = []
-    prompt_seen: set[tuple[str, str]] = set()
-    for index, prompt in enumerate(gateway.member_prompts):
-        pointer = join_pointer("/gateway/member_prompts", index)
-        issues.extend(_not_a_member(gateway, prompt.member, join_pointer(pointer, "member")))
-        if (prompt.member, prompt.name) in prompt_seen:
-            issues.append(
-                _issue(
-                    Code.GATEWAY_DUPLICATE,
-                    f"prompt '{prompt.name}' of member '{prompt.member}' is curated twice",
-                    pointer,
-                )
-            )
-        prompt_seen.add((prompt.member, prompt.name))
-    resource_seen: set[tuple[str, str]] = set()
-    for index, resource in enumerate(gateway.member_resources):
-        pointer = join_pointer("/gateway/member_resources", index)
-        issues.extend(_not_a_member(gateway, resource.member, join_pointer(pointer, "member")))
-        if (resource.member, resource.uri) in resource_seen:
-            issues.append(
-                _issue(
-                    Code.GATEWAY_DUPLICATE,
-                    f"resource '{resource.uri}' of member '{resource.member}' is curated twice",
-                    pointer,
-                )
-            )
-        resource_seen.add((resource.member, resource.uri))
+    seen: set[tuple[str, str]] = set()
+    for index, (member, what, name) in enumerate(entries):
+        pointer = join_pointer(section, index)
+        issues.extend(_not_a_member(gateway, member, join_pointer(pointer, "member")))
+        if (member, name) in seen:
+            message = f"{what} '{name}' of member '{member}' is curated twice"
+            issues.append(_issue(Code.GATEWAY_DUPLICATE, message, pointer))
+        seen.add((member, name))
     return issues
 
 
@@ -206,15 +199,13 @@ def _prompts(gateway: Gateway, resource_names: set[str]) -> list[Issue]:
         declared: set[str] = set()
         for arg_index, argument in enumerate(prompt.arguments):
             arg_pointer = join_pointer(pointer, "arguments", arg_index, "name")
-            problem = slug_problem(argument.name)
-            if problem is not None:
-                issues.append(
-                    _issue(
-                        Code.GATEWAY_INVALID_NAME,
-                        f"argument '{argument.name}' of prompt '{prompt.name}' {problem}",
-                        arg_pointer,
-                    )
-                )
+            issues += blocking_for(
+                slug_problem(argument.name),
+                Code.GATEWAY_INVALID_NAME,
+                f"argument '{argument.name}' of prompt '{prompt.name}'",
+                arg_pointer,
+                GATEWAY_ENTITY,
+            )
             if argument.name in declared:
                 issues.append(
                     _issue(

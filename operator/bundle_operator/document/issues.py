@@ -180,6 +180,13 @@ def blocking(code: Code, message: str, path: str | None = None, entity: str | No
     return Issue("blocking", code, message, path, entity)
 
 
+def blocking_for(
+    problem: str | None, code: Code, subject: str, path: str | None = None, entity: str | None = None
+) -> list[Issue]:
+    """The blocking issue "<subject> <problem>" when a check found a problem; none when it found none."""
+    return [] if problem is None else [blocking(code, f"{subject} {problem}", path, entity)]
+
+
 def warning(code: Code, message: str, path: str | None = None, entity: str | None = None) -> Issue:
     """A warning: reported, never stops an install."""
     return Issue("warning", code, message, path, entity)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from bundle_operator.document.issues import Code, Issue, blocking, shown
+from bundle_operator.document.issues import Code, Issue, blocking, blocking_for, shown
 from bundle_operator.document.models import Bundle, UrlMcp
 from bundle_operator.document.names import display_name_problem, env_name_problem
 from bundle_operator.document.pointer import join_pointer
@@ -81,40 +82,31 @@ def check_platform_names(bundle: Bundle) -> list[Issue]:
     checked with the platform's own rules (``names``), so analyze passes only what install can."""
     issues: list[Issue] = []
     for index, mcp in enumerate(bundle.mcps):
-        entity = f"mcp:{mcp.key}"
-        problem = display_name_problem(mcp.name)
-        if problem is not None:
-            pointer = join_pointer("/mcps", index, "name")
-            issues.append(blocking(Code.INVALID_NAME, f"name of MCP '{mcp.key}' {problem}", pointer, entity))
+        issues += _display_name_issues("mcps", "mcp", "MCP", index, mcp)
         section, label = ("headers", "header") if isinstance(mcp, UrlMcp) else ("env", "environment variable")
         for name in mcp.headers if isinstance(mcp, UrlMcp) else mcp.env:
-            problem = env_name_problem(name)
-            if problem is not None:
-                issues.append(
-                    blocking(
-                        Code.INVALID_NAME,
-                        f"{label} name '{shown(name)}' of MCP '{mcp.key}' {problem}",
-                        join_pointer("/mcps", index, section, name),
-                        entity,
-                    )
-                )
+            issues += blocking_for(
+                env_name_problem(name),
+                Code.INVALID_NAME,
+                f"{label} name '{shown(name)}' of MCP '{mcp.key}'",
+                join_pointer("/mcps", index, section, name),
+                f"mcp:{mcp.key}",
+            )
     for section, kind, label in (
         ("agents", "agent", "agent"),
         ("knowledge_sets", "knowledge_set", "knowledge set"),
         ("apps", "app", "app"),
     ):
         for index, item in enumerate(getattr(bundle, section)):
-            problem = display_name_problem(item.name)
-            if problem is not None:
-                issues.append(
-                    blocking(
-                        Code.INVALID_NAME,
-                        f"name of {label} '{item.key}' {problem}",
-                        join_pointer(f"/{section}", index, "name"),
-                        f"{kind}:{item.key}",
-                    )
-                )
+            issues += _display_name_issues(section, kind, label, index, item)
     return issues
+
+
+def _display_name_issues(section: str, kind: str, label: str, index: int, item: Any) -> list[Issue]:
+    """The issue when the name of the entity at ``/<section>/<index>`` is not one the platform stores."""
+    problem = display_name_problem(item.name)
+    subject, where = f"name of {label} '{item.key}'", join_pointer(f"/{section}", index, "name")
+    return blocking_for(problem, Code.INVALID_NAME, subject, where, f"{kind}:{item.key}")
 
 
 def check_keys(bundle: Bundle) -> list[Issue]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bundle_operator.document import placeholders
 from bundle_operator.document.credentials import is_credentialed_url
-from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
+from bundle_operator.document.issues import Code, Issue, blocking, blocking_for, shown, warning
 from bundle_operator.document.knowledge import (
     MAX_APP_DOCUMENT,
     MAX_SOURCE_LIST,
@@ -17,7 +17,7 @@ from bundle_operator.document.knowledge import (
 )
 from bundle_operator.document.models import SCHEMA_VERSION, Bundle
 from bundle_operator.document.pointer import join_pointer
-from bundle_operator.document.schedule import cron_problem
+from bundle_operator.document.schedule import cron_issues
 from bundle_operator.document.urls import url_problem
 
 MAX_SOURCES = 100
@@ -63,25 +63,15 @@ def check_knowledge_sets(bundle: Bundle) -> list[Issue]:
             )
         for key, source in knowledge_set.sources.items():
             at = join_pointer(base, "sources", key)
-            problem = source_key_problem(key)
-            if problem is not None:
-                issues.append(
-                    blocking(Code.INVALID_SOURCE, f"source key '{shown(key)}' {problem}", at, entity)
-                )
+            issues += blocking_for(
+                source_key_problem(key), Code.INVALID_SOURCE, f"source key '{shown(key)}'", at, entity
+            )
             data = source.model_dump(exclude_none=True)
             issues += _field_issues(source.type, data, at, entity)
             issues += _url_issues(key, data, at, entity)
             if source.sync_schedule is not None:
-                problem = cron_problem(source.sync_schedule)
-                if problem is not None:
-                    issues.append(
-                        blocking(
-                            Code.INVALID_SCHEDULE,
-                            f"sync_schedule of source '{shown(key)}' is not valid cron: {problem}",
-                            join_pointer(at, "sync_schedule"),
-                            entity,
-                        )
-                    )
+                subject, where = f"sync_schedule of source '{shown(key)}'", join_pointer(at, "sync_schedule")
+                issues += cron_issues(source.sync_schedule, subject, where, entity)
             for name, text in source.credentials.items():
                 pointer = join_pointer(at, "credentials", name)
                 issues += _credential_issues(name, text, pointer, entity, secret_fields, declared)

@@ -112,16 +112,19 @@ def _context_secret(
                 entity,
             )
         )
-    if ref in declared and ref not in secret_fields:
-        issues.append(
-            blocking(
-                Code.CONTEXT_SECRET_NOT_SECRET_FIELD,
-                f"context_secret of MCP '{key}' refers to setup field '{ref}', which is not of type secret",
-                pointer,
-                entity,
-            )
-        )
-    return issues
+    subject = f"context_secret of MCP '{key}'"
+    code = Code.CONTEXT_SECRET_NOT_SECRET_FIELD
+    return issues + _not_secret(code, subject, ref, declared - secret_fields, pointer, entity)
+
+
+def _not_secret(
+    code: Code, subject: str, ref: str, not_secret: set[str], pointer: str, entity: str
+) -> list[Issue]:
+    """The issue when a credential's placeholder names a declared setup field not of type secret."""
+    if ref not in not_secret:
+        return []
+    message = f"{subject} refers to setup field '{ref}', which is not of type secret"
+    return [blocking(code, message, pointer, entity)]
 
 
 def check_context_secret_values(bundle: Bundle, values: dict[str, str]) -> list[Issue]:
@@ -172,8 +175,7 @@ def check_endpoint_values(bundle: Bundle, values: dict[str, str]) -> list[Issue]
 
 def check_channel_tokens(bundle: Bundle) -> list[Issue]:
     """A bot token is a credential: it must come from a secret setup field, never the document."""
-    secret_fields = {f.key for f in bundle.setup if f.type == "secret"}
-    declared = {f.key for f in bundle.setup}
+    not_secret = {f.key for f in bundle.setup} - {f.key for f in bundle.setup if f.type == "secret"}
     issues: list[Issue] = []
     for index, channel in enumerate(bundle.channels):
         pointer = join_pointer("/channels", index, "bot_token")
@@ -189,16 +191,9 @@ def check_channel_tokens(bundle: Bundle) -> list[Issue]:
                     entity,
                 )
             )
-        elif ref in declared and ref not in secret_fields:
-            issues.append(
-                blocking(
-                    Code.CREDENTIAL_NOT_SECRET_FIELD,
-                    f"bot_token of channel '{channel.key}' refers to setup field '{ref}', which is not of "
-                    "type secret",
-                    pointer,
-                    entity,
-                )
-            )
+        else:
+            subject = f"bot_token of channel '{channel.key}'"
+            issues += _not_secret(Code.CREDENTIAL_NOT_SECRET_FIELD, subject, ref, not_secret, pointer, entity)
     return issues
 
 

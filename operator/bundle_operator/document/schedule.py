@@ -6,7 +6,7 @@ import re
 import zoneinfo
 from functools import lru_cache
 
-from bundle_operator.document.issues import Code, Issue, blocking
+from bundle_operator.document.issues import Code, Issue, blocking, blocking_for
 from bundle_operator.document.models import Bundle
 from bundle_operator.document.pointer import join_pointer
 
@@ -97,21 +97,20 @@ def timezone_exists(name: str) -> bool:
     return True
 
 
+def cron_issues(expression: str, subject: str, pointer: str, entity: str) -> list[Issue]:
+    """The blocking issue when ``expression``, the field ``subject`` names, is not valid cron."""
+    problem = cron_problem(expression)
+    return blocking_for(problem, Code.INVALID_SCHEDULE, f"{subject} is not valid cron:", pointer, entity)
+
+
 def check_automations(bundle: Bundle) -> list[Issue]:
     """Every automation's schedule and time zone."""
     issues: list[Issue] = []
     for index, automation in enumerate(bundle.automations):
         entity = f"automation:{automation.key}"
-        problem = cron_problem(automation.schedule)
-        if problem is not None:
-            issues.append(
-                blocking(
-                    Code.INVALID_SCHEDULE,
-                    f"schedule of automation '{automation.key}' is not valid cron: {problem}",
-                    join_pointer("/automations", index, "schedule"),
-                    entity,
-                )
-            )
+        subject = f"schedule of automation '{automation.key}'"
+        where = join_pointer("/automations", index, "schedule")
+        issues += cron_issues(automation.schedule, subject, where, entity)
         if not timezone_exists(automation.timezone):
             issues.append(
                 blocking(

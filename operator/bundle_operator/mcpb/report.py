@@ -6,23 +6,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from bundle_operator.mcpb.reader import Inspection
+from bundle_operator.mcpb.reader import Inspection, ManifestSummary
 
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ManifestOut(_Out):
-    name: str
-    version: str
-    manifest_version: str
-    server_type: str
-    entry_point: str
-    command: str
-    args: list[str]
-    env: dict[str, str]
-    platforms: list[str]
 
 
 class SignatureOut(_Out):
@@ -46,7 +34,8 @@ class InspectReport(_Out):
     code: str | None
     reason: str | None
     sha256: str
-    manifest: ManifestOut | None
+    # The reader's summary is already the contract's shape: its fields are the JSON object's.
+    manifest: ManifestSummary | None
     signature: SignatureOut | None
     setup: list[SetupOut]
 
@@ -60,7 +49,7 @@ class InspectReport(_Out):
             code=inspection.code,
             reason=inspection.reason,
             sha256=inspection.sha256,
-            manifest=None if m is None else ManifestOut.model_validate(m, from_attributes=True),
+            manifest=m,
             signature=None if s is None else SignatureOut.model_validate(s, from_attributes=True),
             setup=[SetupOut.model_validate(f, from_attributes=True) for f in inspection.setup],
         )

@@ -1,6 +1,7 @@
 """The async client of the platform API v1, one method a route; implements ``PlatformAPI``.
 
-The HTTP underneath (retries, the call gate, typed errors) is transport.py's.
+The HTTP underneath (retries, the call gate, typed errors) is http_calls.py's; transport.py
+sends it through aiohttp where the operator asks for it.
 """
 
 from __future__ import annotations
@@ -16,15 +17,13 @@ from bundle_operator.platform.errors import NotFound
 from bundle_operator.platform.http_calls import ENV_TOKEN as ENV_TOKEN
 from bundle_operator.platform.http_calls import ENV_URL as ENV_URL
 from bundle_operator.platform.http_calls import PlatformHttp, encode_body, page_of, seg
-from bundle_operator.platform.kinds import Kind
+from bundle_operator.platform.kinds import C, E, Kind, U
 from bundle_operator.platform.models import (
     ApiKeyIssued,
-    ApiModel,
     App,
     AppVersion,
     AppVersionCreate,
     AppVersionUpdate,
-    Entity,
     GatewayAuditEntry,
     GatewayBundle,
     GatewayEntryCuration,
@@ -48,9 +47,6 @@ from bundle_operator.platform.models import (
 )
 from bundle_operator.platform.protocol import Filters, Listed
 
-E = TypeVar("E", bound=Entity)
-C = TypeVar("C", bound=ApiModel)
-U = TypeVar("U", bound=ApiModel)
 M = TypeVar("M", bound=BaseModel)
 
 _PAGE_LIMIT = 500

@@ -46,6 +46,8 @@ from bundle_operator.platform.models import (
     TriggerUpdate,
 )
 
+# The entity, create and update models of a kind; protocol.py and client.py type their methods
+# with these same variables.
 E = TypeVar("E", bound=Entity)
 C = TypeVar("C", bound=ApiModel)
 U = TypeVar("U", bound=ApiModel)

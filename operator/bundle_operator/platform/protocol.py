@@ -8,18 +8,18 @@ HTTP; a test may implement it in memory. Every method raises a ``PlatformError``
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from pydantic import SecretStr
 
 from bundle_operator.platform.catalog import ModelInfo
-from bundle_operator.platform.kinds import Kind
+
+# The entity, create and update model variables Kind is generic over.
+from bundle_operator.platform.kinds import C, E, Kind, U
 from bundle_operator.platform.models import (
-    ApiModel,
     App,
     AppVersion,
     AppVersionCreate,
-    Entity,
     GatewayBundle,
     GatewayEntryCuration,
     GatewayMember,
@@ -38,8 +38,6 @@ from bundle_operator.platform.models import (
     Page,
 )
 
-E = TypeVar("E", bound=Entity)
-
 
 class Listed(list[E]):
     """A list of entities that also finds them by id. A shared list is read by every check of its
@@ -53,9 +51,6 @@ class Listed(list[E]):
             self._by_id = {item.id: item for item in self}
         return self._by_id
 
-
-C = TypeVar("C", bound=ApiModel)
-U = TypeVar("U", bound=ApiModel)
 
 Filters = Mapping[str, str | bool]
 
@@ -77,11 +72,12 @@ class PlatformAPI(Protocol):
         workspace: str,
         kind: Kind[E, Any, Any],
         *,
-        filters: Filters | None = None,
-        cursor: str | None = None,
-        limit: int = 100,
+        filters: Filters | None = ...,
+        cursor: str | None = ...,
+        limit: int = ...,
     ) -> Page[E]:
-        """One page of entities in creation order, filtered by the kind's ``filters`` fields."""
+        """One page of entities in creation order, filtered by the kind's ``filters`` fields (the
+        implementation holds the defaults: no filter, the first page, its own page size)."""
         ...
 
     async def list_all(

@@ -99,6 +99,29 @@ def _bodiless(method: str, status: int) -> bool:
     return method == "HEAD" or status in (204, 304) or 100 <= status < 200
 
 
+async def _client_gone(request: web.Request, finished: asyncio.Event) -> None:
+    """Return once the client has closed the connection or the exchange is over."""
+    while not finished.is_set():
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            return
+        try:
+            await asyncio.wait_for(finished.wait(), timeout=1.0)
+        except TimeoutError:
+            continue
+
+
+async def _started(request: web.Request, status: int, headers: list[tuple[str, str]]) -> web.StreamResponse:
+    """The streamed response with the app's status and headers, its head sent to the client."""
+    response = web.StreamResponse(status=status)
+    for key, text in headers:
+        if key.lower() in ("content-length", "transfer-encoding", "connection"):
+            continue  # aiohttp frames the body itself
+        response.headers.add(key, text)
+    await response.prepare(request)
+    return response
+
+
 async def serve_asgi(
     app: AsgiApp,
     request: web.Request,
@@ -129,14 +152,7 @@ async def serve_asgi(
             body_done = request.content.at_eof()
             return {"type": "http.request", "body": chunk, "more_body": not body_done}
         # After the body, an app waiting here is watching for the client to leave.
-        while not finished.is_set():
-            transport = request.transport
-            if transport is None or transport.is_closing():
-                break
-            try:
-                await asyncio.wait_for(finished.wait(), timeout=1.0)
-            except TimeoutError:
-                continue
+        await _client_gone(request, finished)
         return {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
@@ -148,13 +164,8 @@ async def serve_asgi(
             replaced = _as_problem(status, headers)
             if replaced is not None:
                 return  # answered once the app is done; what it writes is dropped
-            response = web.StreamResponse(status=status)
-            for key, text in headers:
-                if key.lower() in ("content-length", "transfer-encoding", "connection"):
-                    continue  # aiohttp frames the body itself
-                response.headers.add(key, text)
+            response = await _started(request, status, headers)
             bodiless = _bodiless(request.method, status)
-            await response.prepare(request)
         elif kind == "http.response.body":
             if replaced is not None:
                 if not message.get("more_body", False):

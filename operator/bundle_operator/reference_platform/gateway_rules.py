@@ -7,7 +7,12 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-# The name rules analyze checks too, from their one definition.
+# The name rules and size limits analyze checks too, from their one definition.
+from bundle_operator.document.gateway_rules import MAX_PROMPT_TEXT as MAX_PROMPT_TEXT
+from bundle_operator.document.gateway_rules import MAX_PROMPTS as MAX_PROMPTS
+from bundle_operator.document.gateway_rules import MAX_RESOURCE as MAX_RESOURCE
+from bundle_operator.document.gateway_rules import MAX_RESOURCES as MAX_RESOURCES
+from bundle_operator.document.gateway_rules import MAX_RESOURCES_TOTAL as MAX_RESOURCES_TOTAL
 from bundle_operator.document.names import SEPARATOR as SEPARATOR
 from bundle_operator.document.names import SLUG_MAX, member_name_problem, prompt_name_problem
 from bundle_operator.document.prompt_text import placeholder_names
@@ -23,11 +28,6 @@ MEMBER_RESOURCE = "gw-member-resource"
 PROMPT = "gw-prompt"
 RESOURCE = "gw-resource"
 
-MAX_PROMPTS = 100
-MAX_RESOURCES = 200
-MAX_PROMPT_TEXT = 64 * 1024
-MAX_RESOURCE = 256 * 1024
-MAX_RESOURCES_TOTAL = 4 * 1024 * 1024
 # The member order request names every member and takes at most this many names.
 MAX_MEMBERS = 200
 # The longest name a presented tool can have: ``member__tool`` of two slugs (an override is one).

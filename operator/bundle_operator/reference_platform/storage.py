@@ -123,18 +123,9 @@ class Row:
 
 
 def _row(values: Sequence[Any]) -> Row:
-    return Row(
-        seq=values[0],
-        workspace=values[1],
-        kind=values[2],
-        id=values[3],
-        parent=values[4],
-        name=values[5],
-        revision=values[6],
-        data=json.loads(values[7]),
-        created_at=values[8],
-        updated_at=values[9],
-    )
+    """A row as ``_COLUMNS`` selects it; only ``data`` is stored as text (JSON)."""
+    seq, workspace, kind, entity_id, parent, name, revision, data, created, updated = values
+    return Row(seq, workspace, kind, entity_id, parent, name, revision, json.loads(data), created, updated)
 
 
 _COLUMNS = "seq, workspace, kind, id, parent, name, revision, data, created_at, updated_at"
@@ -171,21 +162,18 @@ class Tx:
         assert seq is not None
         return Row(seq, workspace, kind, entity_id, parent, name, 1, data, stamp, stamp)
 
+    def _first(self, where: str, params: Sequence[Any]) -> Row | None:
+        """The first row matching ``where`` (a fixed SQL condition, never user text), or None."""
+        found = self._conn.execute(f"SELECT {_COLUMNS} FROM entities WHERE {where}", params).fetchone()
+        return _row(found) if found else None
+
     def get(self, workspace: str, kind: str, entity_id: str) -> Row | None:
         """One entity of a kind in a workspace, or None."""
-        found = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM entities WHERE id = ? AND workspace = ? AND kind = ?",
-            (entity_id, workspace, kind),
-        ).fetchone()
-        return _row(found) if found else None
+        return self._first("id = ? AND workspace = ? AND kind = ?", (entity_id, workspace, kind))
 
     def entry(self, parent: str, kind: str, name: str) -> Row | None:
         """One entry of a parent (a bundle's member, prompt, ...) by its name."""
-        found = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM entities WHERE parent = ? AND kind = ? AND name = ?",
-            (parent, kind, name),
-        ).fetchone()
-        return _row(found) if found else None
+        return self._first("parent = ? AND kind = ? AND name = ?", (parent, kind, name))
 
     def update(self, row: Row, data: dict[str, Any], *, name: str | None = None) -> Row:
         """Replace an entity's data and bump its revision."""
@@ -275,15 +263,8 @@ class Tx:
     def find_name(self, kind: str, name: str, workspace: str | None = None) -> Row | None:
         """The entity of a kind holding ``name``, in one workspace or in all of them."""
         if workspace is None:
-            found = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM entities WHERE kind = ? AND name = ? LIMIT 1", (kind, name)
-            ).fetchone()
-        else:
-            found = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM entities WHERE workspace = ? AND kind = ? AND name = ? LIMIT 1",
-                (workspace, kind, name),
-            ).fetchone()
-        return _row(found) if found else None
+            return self._first("kind = ? AND name = ? LIMIT 1", (kind, name))
+        return self._first("workspace = ? AND kind = ? AND name = ? LIMIT 1", (workspace, kind, name))
 
     def set_hidden(self, row: Row, field: str, value: Any) -> None:
         """Set a hidden ('_') data field without a new revision: nothing a client sees changes."""

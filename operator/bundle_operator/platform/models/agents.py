@@ -5,22 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    Field,
-    SecretStr,
-)
+from pydantic import Field, SecretStr
 
-# The knowledge source types and the name rules are defined once, in the document package, so
-# analyze checks the same fields and patterns.
-from bundle_operator.platform.models.base import (
-    ApiModel,
-    Entity,
-    EntityId,
-    Name,
-    Schedule,
-    Text,
-    Url,
-)
+from bundle_operator.platform.models.base import ApiModel, Entity, EntityId, Name, Schedule, Text, Url
 
 # --- Skills -----------------------------------------------------------------------------------
 

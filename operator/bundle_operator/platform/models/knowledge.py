@@ -24,15 +24,7 @@ from bundle_operator.document.knowledge import (
     SourceType,
     app_document_size,
 )
-from bundle_operator.platform.models.base import (
-    ApiModel,
-    Entity,
-    EntityId,
-    Name,
-    Schedule,
-    Text,
-    Url,
-)
+from bundle_operator.platform.models.base import ApiModel, Entity, EntityId, Name, Schedule, Text, Url
 
 # --- Knowledge sets ---------------------------------------------------------------------------
 
