@@ -10,6 +10,7 @@ from bundle_operator.document.issues import Code, Issue, blocking, shown, warnin
 from bundle_operator.document.keys import keyed_entities
 from bundle_operator.document.models import Bundle, Requirement
 from bundle_operator.document.parse import ParsedBundle
+from bundle_operator.engine.kinds import ALL
 from bundle_operator.engine.preview import BundleSummary, EntityPlan, Preview
 
 
@@ -118,21 +119,26 @@ def plan_entities(bundle: Bundle, skipped: Mapping[str, str]) -> tuple[list[Enti
     """CREATE every entity in install order, except those skipped and those that depend on them."""
     reasons: dict[str, str] = dict(skipped)
     issues: list[Issue] = []
-    users = [("agent", a.key, a.mcps) for a in bundle.agents] + [("app", a.key, a.mcps) for a in bundle.apps]
-    for kind, key, mcps in users:
+    users = [
+        (kind.name, item.key, item.mcps)
+        for kind in ALL
+        if kind.uses_mcps
+        for item in getattr(bundle, kind.section)
+    ]
+    for kind_name, key, mcps in users:
         for mcp in mcps:
             if f"mcp:{mcp}" in reasons:
                 issues.append(
                     warning(
                         Code.DEPENDENCY_SKIPPED,
-                        f"{kind} '{key}' is created without MCP '{mcp}', which is skipped",
-                        entity=f"{kind}:{key}",
+                        f"{kind_name} '{key}' is created without MCP '{mcp}', which is skipped",
+                        entity=f"{kind_name}:{key}",
                     )
                 )
-    for section, kind in (("channels", "channel"), ("automations", "automation"), ("policies", "policy")):
-        for item in getattr(bundle, section):
+    for kind in ALL:
+        for item in getattr(bundle, kind.section) if kind.runs_agent else ():
             if f"agent:{item.agent}" in reasons:
-                reasons[f"{kind}:{item.key}"] = f"its agent '{item.agent}' is not created"
+                reasons[f"{kind.name}:{item.key}"] = f"its agent '{item.agent}' is not created"
     plans = [
         EntityPlan(item.kind, item.key, "SKIPPED", reasons[item.entity])
         if item.entity in reasons

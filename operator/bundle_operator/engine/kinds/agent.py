@@ -25,6 +25,7 @@ class AgentKind(EntityKind):
     collection = kinds.AGENTS
     held_by = (kinds.CHANNELS, kinds.TRIGGERS, kinds.POLICIES)
     reads = (kinds.AGENTS,)
+    uses_mcps = True
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
         model = item.model

@@ -30,6 +30,7 @@ class AppKind(EntityKind):
     schema = "0.2.0"
     reads = (kinds.APPS,)
     remove_archives = True
+    uses_mcps = True
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
         spec = {

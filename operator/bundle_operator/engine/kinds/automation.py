@@ -33,6 +33,7 @@ class AutomationKind(EntityKind):
     collection = kinds.TRIGGERS
     binding = ("name", "agent_id")
     reads = (kinds.TRIGGERS,)
+    runs_agent = True
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
         spec = {

@@ -102,6 +102,8 @@ class EntityKind(ABC):
     contents_reads: ClassVar[int] = 0  # calls that read what its collection's list does not show
     used_by_apps: ClassVar[bool] = False  # an archived app may keep using it
     remove_archives: ClassVar[bool] = False  # removing it archives it (running instances keep working)
+    uses_mcps: ClassVar[bool] = False  # its document entities name MCPs (``mcps``) to use
+    runs_agent: ClassVar[bool] = False  # its document entities name the agent they belong to (``agent``)
 
     # --- from the document ------------------------------------------------------------------
 

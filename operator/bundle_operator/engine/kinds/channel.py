@@ -27,6 +27,7 @@ class ChannelKind(EntityKind):
     section = "channels"
     collection = kinds.CHANNELS
     reads = (kinds.CHANNELS,)
+    runs_agent = True
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
         spec = {

@@ -22,6 +22,7 @@ class PolicyKind(EntityKind):
     collection = kinds.POLICIES
     immutable = ("/type",)
     reads = (kinds.POLICIES,)
+    runs_agent = True
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
         agent = resolve(ids, f"agent:{item.agent}")
