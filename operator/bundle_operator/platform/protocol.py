@@ -20,23 +20,12 @@ from bundle_operator.platform.models import (
     App,
     AppVersion,
     AppVersionCreate,
-    GatewayBundle,
-    GatewayEntryCuration,
-    GatewayMember,
-    GatewayMemberPrompt,
-    GatewayMemberPut,
-    GatewayMemberResource,
-    GatewayPrompt,
-    GatewayPromptPut,
-    GatewayResource,
-    GatewayResourcePut,
-    GatewayTool,
-    GatewayToolCuration,
     IdempotencyRecord,
     KnowledgeSource,
     KnowledgeSourcePut,
     Page,
 )
+from bundle_operator.platform.models import gateway as gw
 
 
 class Listed(list[E]):
@@ -112,17 +101,17 @@ class PlatformAPI(Protocol):
 
     async def rename_gateway_bundle(
         self, workspace: str, bundle_id: str, name: str, *, force: bool
-    ) -> GatewayBundle:
+    ) -> gw.GatewayBundle:
         """Rename a gateway bundle; Conflict unless ``force`` or when the name is held."""
         ...
 
-    async def list_members(self, workspace: str, bundle_id: str) -> list[GatewayMember]:
+    async def list_members(self, workspace: str, bundle_id: str) -> list[gw.GatewayMember]:
         """The bundle's members in order."""
         ...
 
     async def put_member(
-        self, workspace: str, bundle_id: str, member: str, body: GatewayMemberPut
-    ) -> GatewayMember:
+        self, workspace: str, bundle_id: str, member: str, body: gw.GatewayMemberPut
+    ) -> gw.GatewayMember:
         """Add a member (it joins at the end) or change an existing one."""
         ...
 
@@ -132,49 +121,49 @@ class PlatformAPI(Protocol):
 
     async def order_members(
         self, workspace: str, bundle_id: str, members: Sequence[str]
-    ) -> list[GatewayMember]:
+    ) -> list[gw.GatewayMember]:
         """Set the whole member order; Refused unless every member is named exactly once."""
         ...
 
-    async def list_tools(self, workspace: str, bundle_id: str) -> list[GatewayTool]:
+    async def list_tools(self, workspace: str, bundle_id: str) -> list[gw.GatewayTool]:
         """Every tool the bundle can serve, with its curation and presented name."""
         ...
 
     async def put_tool(
-        self, workspace: str, bundle_id: str, tool_id: str, body: GatewayToolCuration
-    ) -> GatewayTool:
+        self, workspace: str, bundle_id: str, tool_id: str, body: gw.GatewayToolCuration
+    ) -> gw.GatewayTool:
         """Replace the curation of tool ``member__tool``; Conflict when the override name is held."""
         ...
 
-    async def list_member_prompts(self, workspace: str, bundle_id: str) -> list[GatewayMemberPrompt]:
+    async def list_member_prompts(self, workspace: str, bundle_id: str) -> list[gw.GatewayMemberPrompt]:
         """Members' prompts with their curation in this bundle."""
         ...
 
     async def put_member_prompt(
-        self, workspace: str, bundle_id: str, member: str, prompt: str, body: GatewayEntryCuration
-    ) -> GatewayMemberPrompt:
+        self, workspace: str, bundle_id: str, member: str, prompt: str, body: gw.GatewayEntryCuration
+    ) -> gw.GatewayMemberPrompt:
         """Replace how a member's prompt shows in this bundle."""
         ...
 
-    async def list_member_resources(self, workspace: str, bundle_id: str) -> list[GatewayMemberResource]:
+    async def list_member_resources(self, workspace: str, bundle_id: str) -> list[gw.GatewayMemberResource]:
         """Members' resources with their curation in this bundle."""
         ...
 
     async def put_member_resource(
-        self, workspace: str, bundle_id: str, member: str, uri: str, body: GatewayEntryCuration
-    ) -> GatewayMemberResource:
+        self, workspace: str, bundle_id: str, member: str, uri: str, body: gw.GatewayEntryCuration
+    ) -> gw.GatewayMemberResource:
         """Replace how a member's resource shows in this bundle."""
         ...
 
-    async def list_prompts(self, workspace: str, bundle_id: str) -> list[GatewayPrompt]:
+    async def list_prompts(self, workspace: str, bundle_id: str) -> list[gw.GatewayPrompt]:
         """The bundle's own prompts in name order."""
         ...
 
-    async def get_prompt(self, workspace: str, bundle_id: str, name: str) -> GatewayPrompt:
+    async def get_prompt(self, workspace: str, bundle_id: str, name: str) -> gw.GatewayPrompt:
         """One of the bundle's own prompts."""
         ...
 
-    async def put_prompt(self, workspace: str, bundle_id: str, body: GatewayPromptPut) -> GatewayPrompt:
+    async def put_prompt(self, workspace: str, bundle_id: str, body: gw.GatewayPromptPut) -> gw.GatewayPrompt:
         """Create or replace a bundle prompt by its name."""
         ...
 
@@ -182,15 +171,17 @@ class PlatformAPI(Protocol):
         """Delete a bundle prompt."""
         ...
 
-    async def list_resources(self, workspace: str, bundle_id: str) -> list[GatewayResource]:
+    async def list_resources(self, workspace: str, bundle_id: str) -> list[gw.GatewayResource]:
         """The bundle's own resources in name order."""
         ...
 
-    async def get_resource(self, workspace: str, bundle_id: str, name: str) -> GatewayResource:
+    async def get_resource(self, workspace: str, bundle_id: str, name: str) -> gw.GatewayResource:
         """One of the bundle's own resources."""
         ...
 
-    async def put_resource(self, workspace: str, bundle_id: str, body: GatewayResourcePut) -> GatewayResource:
+    async def put_resource(
+        self, workspace: str, bundle_id: str, body: gw.GatewayResourcePut
+    ) -> gw.GatewayResource:
         """Create or replace a bundle resource by its name."""
         ...
 
