@@ -63,7 +63,7 @@ async def export_with_report(
     """The workspace as a bundle document, with the report of what was replaced and dropped."""
     listed: dict[str, list[Entity]] = {}
     for kind in ALL:
-        for collection in kind.reads:
+        for collection in kind.reads or (kind.collection,):
             if collection.path not in listed:
                 listed[collection.path] = list(await platform.list_all(workspace, BY_PATH[collection.path]))
     report = ExportReport()

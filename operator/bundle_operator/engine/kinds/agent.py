@@ -24,7 +24,6 @@ class AgentKind(EntityKind):
     section = "agents"
     collection = kinds.AGENTS
     held_by = (kinds.CHANNELS, kinds.TRIGGERS, kinds.POLICIES)
-    reads = (kinds.AGENTS,)
     uses_mcps = True
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
@@ -48,9 +47,9 @@ class AgentKind(EntityKind):
             spec["knowledge_set_ids"] = [resolve(ids, f"knowledge_set:{k}") for k in item.knowledge_sets]
         return Desired(self.name, item.key, spec)
 
-    def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
-        agent = self.live(recorded, snapshot, Agent)
-        if agent is None or agent.archived:
+    def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+        agent = found
+        if agent.archived:
             return None  # an archived agent is installed again
         spec: dict[str, Any] = {
             "name": agent.name,

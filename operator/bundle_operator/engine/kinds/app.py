@@ -28,7 +28,6 @@ class AppKind(EntityKind):
     section = "apps"
     collection = kinds.APPS
     schema = "0.2.0"
-    reads = (kinds.APPS,)
     remove_archives = True
     uses_mcps = True
 
@@ -43,9 +42,9 @@ class AppKind(EntityKind):
         }
         return Desired(self.name, item.key, spec)
 
-    def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
-        app = self.live(recorded, snapshot, App)
-        if app is None or app.archived:
+    def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+        app = found
+        if app.archived:
             return None  # installed again, like an archived agent
         # Every version archived shows as a document of None: drift, and an update adds a version.
         return {

@@ -32,7 +32,6 @@ class AutomationKind(EntityKind):
     section = "automations"
     collection = kinds.TRIGGERS
     binding = ("name", "agent_id")
-    reads = (kinds.TRIGGERS,)
     runs_agent = True
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
@@ -47,10 +46,8 @@ class AutomationKind(EntityKind):
         }
         return Desired(self.name, item.key, spec)
 
-    def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
-        trigger = self.live(recorded, snapshot, Trigger)
-        if trigger is None:
-            return None
+    def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+        trigger = found
         return {
             "name": trigger.name,
             "type": trigger.type,

@@ -98,7 +98,7 @@ class EntityKind(ABC):
     immutable: ClassVar[tuple[str, ...]] = ()  # spec pointers the platform cannot change in place
     binding: ClassVar[tuple[str, ...]] = ()  # live fields that make the entity this install's own
     held_by: ClassVar[tuple[AnyKind, ...]] = ()  # collections whose entities may refer to its parts
-    reads: ClassVar[tuple[AnyKind, ...]] = ()  # collections an export lists for it
+    reads: ClassVar[tuple[AnyKind, ...]] = ()  # collections an export lists for it (else its own)
     contents_reads: ClassVar[int] = 0  # calls that read what its collection's list does not show
     used_by_apps: ClassVar[bool] = False  # an archived app may keep using it
     remove_archives: ClassVar[bool] = False  # removing it archives it (running instances keep working)
@@ -121,19 +121,22 @@ class EntityKind(ABC):
 
     # --- from the platform ------------------------------------------------------------------
 
-    @abstractmethod
     def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
         """The live state in spec form, or None when it is gone (or archived)."""
+        found = snapshot.get(self.collection.path, recorded.primary_id)
+        if not isinstance(found, self.collection.entity):
+            return None
+        return self.live_spec(found, recorded, snapshot)
+
+    @abstractmethod
+    def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+        """A live primary entity (of the collection's model) in spec form; None when it counts as
+        gone (archived, say)."""
 
     async def read_contents(self, platform: PlatformAPI, workspace: str, found: Entity) -> dict[str, Any]:
         """What the list of the collection does not show (a gateway's members), in
         ``contents_reads`` calls; only asked of a kind that has any."""
         return {}
-
-    def live(self, recorded: RecordedEntity, snapshot: Snapshot, model: type[Entity]) -> Any:
-        """The live primary entity when it is one of ``model``, else None."""
-        found = snapshot.get(self.collection.path, recorded.primary_id)
-        return found if isinstance(found, model) else None
 
     # --- writes -----------------------------------------------------------------------------
 

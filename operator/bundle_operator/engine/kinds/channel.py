@@ -26,7 +26,6 @@ class ChannelKind(EntityKind):
     name = "channel"
     section = "channels"
     collection = kinds.CHANNELS
-    reads = (kinds.CHANNELS,)
     runs_agent = True
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
@@ -38,10 +37,8 @@ class ChannelKind(EntityKind):
         }
         return Desired(self.name, item.key, spec, {BOT_TOKEN: inputs.fill(item.bot_token)})
 
-    def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
-        channel = self.live(recorded, snapshot, Channel)
-        if channel is None:
-            return None
+    def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+        channel = found
         return {
             "type": channel.type,
             "name": channel.name,

@@ -73,7 +73,6 @@ class GatewayKind(EntityKind):
     name = "gateway"
     section = "gateway"
     collection = kinds.GATEWAY_BUNDLES
-    reads = (kinds.GATEWAY_BUNDLES,)
     contents_reads = 6
 
     def items(self, inputs: Inputs) -> Sequence[Any]:
@@ -160,11 +159,9 @@ class GatewayKind(EntityKind):
             },
         }
 
-    def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+    def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
         """The gateway as recorded sees it: curation entries the bundle set, plus any entry someone
         curated on the platform. Entries discovery found and nobody curated are not drift."""
-        if snapshot.get(self.collection.path, recorded.primary_id) is None:
-            return None
         live = snapshot.contents.get(recorded.entity)
         if live is None:
             return None

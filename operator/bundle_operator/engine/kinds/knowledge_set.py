@@ -128,15 +128,12 @@ class KnowledgeSetKind(EntityKind):
     collection = kinds.KNOWLEDGE_SETS
     schema = "0.2.0"
     held_by = (kinds.AGENTS,)
-    reads = (kinds.KNOWLEDGE_SETS,)
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
         return desired_knowledge_set(item, inputs)
 
-    def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
-        found = self.live(recorded, snapshot, KnowledgeSet)
-        if found is None:
-            return None
+    def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+        found = found
         return {
             "set": {
                 "name": found.name,

@@ -182,10 +182,8 @@ class McpKind(EntityKind):
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
         return desired_mcp(item, inputs)
 
-    def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
-        instance = self.live(recorded, snapshot, McpInstance)
-        if instance is None:
-            return None
+    def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+        instance = found
         server_part = next((p for p in recorded.parts if p.role == "server"), None)
         server = snapshot.get(kinds.MCP_SERVERS.path, server_part.id if server_part else instance.server_id)
         if not isinstance(server, McpServer):

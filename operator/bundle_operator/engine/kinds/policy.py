@@ -21,7 +21,6 @@ class PolicyKind(EntityKind):
     section = "policies"
     collection = kinds.POLICIES
     immutable = ("/type",)
-    reads = (kinds.POLICIES,)
     runs_agent = True
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
@@ -30,10 +29,8 @@ class PolicyKind(EntityKind):
             self.name, item.key, {"type": item.type, "agent_id": agent, "config": dict(item.config)}
         )
 
-    def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
-        policy = self.live(recorded, snapshot, Policy)
-        if policy is None:
-            return None
+    def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+        policy = found
         return {"type": policy.type, "agent_id": policy.agent_id, "config": dict(policy.config)}
 
     def export(self, listed: Mapping[str, list[Entity]], out: ExportOut) -> None:

@@ -23,17 +23,14 @@ class SkillKind(EntityKind):
     collection = kinds.SKILLS
     immutable = ("/source_type",)
     held_by = (kinds.AGENTS,)
-    reads = (kinds.SKILLS,)
 
     def desired_of(self, item: Any, inputs: Inputs, ids: Mapping[str, str], skipped: set[str]) -> Desired:
         if isinstance(item, InlineSkill):
             return Desired(self.name, item.key, {"source_type": "inline", "content": item.content})
         return Desired(self.name, item.key, {"source_type": "github", "source_url": item.source_url})
 
-    def project(self, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
-        skill = self.live(recorded, snapshot, Skill)
-        if skill is None:
-            return None
+    def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
+        skill = found
         if skill.source_type == "inline":
             return {"source_type": "inline", "content": skill.content}
         return {"source_type": "github", "source_url": skill.source_url}
