@@ -15,49 +15,31 @@ import logging
 import os
 import signal
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Final, Protocol
 
 from bundle_operator.fetch import tls_context
 from bundle_operator.k8s import handlers
-from bundle_operator.k8s.bundle import BundleReconciler
-from bundle_operator.k8s.events import Events
-from bundle_operator.k8s.handlers import DEFAULT_WORKERS
 from bundle_operator.k8s.health import Liveness, serve_health, ticking
-from bundle_operator.k8s.installation import InstallationReconciler
 from bundle_operator.k8s.kube import Kube, load_connection
 from bundle_operator.k8s.leader import (
-    DEFAULT_LEASE_NAME,
-    DEFAULT_LEASE_SECONDS,
-    DEFAULT_RENEW_SECONDS,
-    DEFAULT_RETRY_SECONDS,
-    ENV_POD_NAMESPACE,
     KubeLeases,
     LeaderElector,
     LeaseConfig,
     LostLease,
     Role,
     default_identity,
-    default_namespace,
-    lease_timing_problem,
 )
 from bundle_operator.k8s.logs import configure_logging
 from bundle_operator.k8s.metrics import METRICS, REGISTRY, InstrumentedTransport, PlatformLoad, serve_metrics
+from bundle_operator.k8s.options import LeaderElectionOptions, RunOptions, add_arguments, options_from
 from bundle_operator.k8s.platforms import PlatformPool
-from bundle_operator.k8s.reconcile import ABANDON_UNINSTALL_AFTER, OperatorSettings
+from bundle_operator.k8s.reconcile import OperatorSettings
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL, INSTALLATION_PLURAL
+from bundle_operator.k8s.runtime import Runtime, build_runtime, memo_of
 from bundle_operator.k8s.source_types import SourceSettings
-from bundle_operator.k8s.watch_lag import WatchLag
-from bundle_operator.k8s.webhook import (
-    FAILURE_POLICIES,
-    WEBHOOK_TIMEOUT_SECONDS,
-    answer_seconds,
-    serve_webhook,
-)
-from bundle_operator.k8s.webhook_certs import CertificateKeeper, CertificateSettings
-from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
-from bundle_operator.platform.gate import DEFAULT_LIMIT
+from bundle_operator.k8s.watch_lag import Deliveries, WatchLag
+from bundle_operator.k8s.webhook import answer_seconds, serve_webhook
+from bundle_operator.k8s.webhook_certs import CertificateKeeper
 from bundle_operator.platform.transport import AiohttpTransport
 
 log = logging.getLogger(__name__)
@@ -82,343 +64,120 @@ EXIT_LOST_LEASE: Final = 3
 LOST_LEASE_GRACE_SECONDS: Final = 2.0
 
 
-@dataclass(frozen=True)
-class LeaderElectionOptions:
-    """Where the Lease is and client-go's three durations (seconds)."""
-
-    namespace: str
-    lease_id: str = DEFAULT_LEASE_NAME
-    lease_seconds: int = DEFAULT_LEASE_SECONDS
-    renew_seconds: float = DEFAULT_RENEW_SECONDS
-    retry_seconds: float = DEFAULT_RETRY_SECONDS
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """What ``operator run`` was told."""
-
-    namespaces: tuple[str, ...]
-    all_namespaces: bool
-    platform_url: str | None
-    platform_token: str | None
-    platform_token_file: Path | None
-    metrics_port: int | None
-    health_port: int | None
-    allow_private_sources: bool
-    host: str = "0.0.0.0"
-    log_level: str = "INFO"
-    json_logs: bool = True
-    leader_election: LeaderElectionOptions | None = None
-    platform_concurrency: int = DEFAULT_LIMIT
-    workers: int = DEFAULT_WORKERS
-    webhook_port: int | None = None
-    webhook_cert_dir: Path | None = None
-    # With a Secret name, the operator makes and renews the webhook's certificate itself.
-    webhook_certificates: CertificateSettings | None = None
-    # The webhook configuration's: what an analysis out of time gets, and when time is out.
-    webhook_failure_policy: str = "Fail"
-    webhook_timeout_seconds: int = WEBHOOK_TIMEOUT_SECONDS
-    abandon_uninstall_after: float = ABANDON_UNINSTALL_AFTER
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of ``operator run``."""
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument(
-        "--namespace", "-n", action="append", default=[], metavar="NS", help="watch NS (repeatable)"
-    )
-    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace")
-    parser.add_argument(
-        "--platform-url",
-        metavar="URL",
-        default=os.environ.get(ENV_URL),
-        help=f"default platform (${ENV_URL})",
-    )
-    parser.add_argument(
-        "--platform-token-file",
-        metavar="FILE",
-        type=Path,
-        help=f"a file holding the default platform's token (default ${ENV_TOKEN})",
-    )
-    parser.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on PORT")
-    parser.add_argument("--health-port", type=int, metavar="PORT", help="serve /healthz and /readyz on PORT")
-    parser.add_argument("--probe-host", default="0.0.0.0", help="address for metrics and probes")
-    parser.add_argument(
-        "--abandon-uninstall-after",
-        type=float,
-        metavar="SECONDS",
-        default=ABANDON_UNINSTALL_AFTER,
-        help="in a namespace being deleted, give up an uninstall that keeps failing after SECONDS (an "
-        f"UninstallAbandoned event says what stays on the platform; default {ABANDON_UNINSTALL_AFTER:.0f})",
-    )
-    parser.add_argument(
-        "--webhook-port",
-        type=int,
-        metavar="PORT",
-        help="serve the validating admission webhook (POST /validate) over HTTPS on PORT, in every replica",
-    )
-    parser.add_argument(
-        "--webhook-cert-dir",
-        type=Path,
-        metavar="DIR",
-        help="the webhook's tls.crt and tls.key, reloaded when they change (required with --webhook-port)",
-    )
-    parser.add_argument(
-        "--webhook-cert-secret",
-        metavar="NAME",
-        help="make the webhook's certificate, keep it in this Secret of the operator's namespace, renew "
-        "it before it expires and write it to --webhook-cert-dir (without it, the files come from elsewhere, "
-        "e.g. cert-manager)",
-    )
-    parser.add_argument(
-        "--webhook-failure-policy",
-        choices=FAILURE_POLICIES,
-        default="Fail",
-        help="the webhook configuration's failurePolicy: an analysis that does not finish in time is "
-        "refused under Fail (the default) and admitted with a warning under Ignore",
-    )
-    parser.add_argument(
-        "--webhook-timeout-seconds",
-        type=int,
-        choices=range(1, 31),
-        metavar="SECONDS",
-        default=WEBHOOK_TIMEOUT_SECONDS,
-        help="the webhook configuration's timeoutSeconds (1 to 30); every review is answered a second "
-        f"before it (default {WEBHOOK_TIMEOUT_SECONDS})",
-    )
-    parser.add_argument("--webhook-service", metavar="NAME", help="the Service the certificate is for")
-    parser.add_argument(
-        "--webhook-configuration",
-        metavar="NAME",
-        help="the ValidatingWebhookConfiguration whose caBundle gets the certificate's CA",
-    )
-    parser.add_argument(
-        "--allow-private-sources",
-        action="store_true",
-        help="UNSAFE, for tests and local setups only: let url and mcpb sources reach loopback and "
-        "private networks (an SSRF risk wherever Bundles come from untrusted users)",
-    )
-    parser.add_argument(
-        "--platform-concurrency",
-        type=_positive,
-        metavar="N",
-        default=DEFAULT_LIMIT,
-        help="calls in flight to one platform at most, shared fairly by its installations "
-        "(default %(default)s)",
-    )
-    parser.add_argument(
-        "--workers",
-        type=_positive,
-        metavar="N",
-        default=DEFAULT_WORKERS,
-        help="objects of one kind reconciled at once at most; caps the load on the API server "
-        "(default %(default)s)",
-    )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
-    parser.add_argument("--text-logs", action="store_true", help="plain text logs instead of JSON")
-    election = parser.add_argument_group(
-        "leader election",
-        "Several replicas with --leader-election: one holds a coordination.k8s.io/v1 Lease and "
-        "reconciles, the others wait as standbys. Needs get, create and update on leases in the "
-        "Lease's namespace.",
-    )
-    election.add_argument(
-        "--leader-election",
-        action="store_true",
-        help="reconcile only while holding the Lease (off: a single replica reconciles at once)",
-    )
-    election.add_argument(
-        "--leader-election-namespace",
-        metavar="NS",
-        help=f"the Lease's namespace (default ${ENV_POD_NAMESPACE}, else the service account's "
-        "namespace, else default)",
-    )
-    election.add_argument(
-        "--leader-election-id",
-        metavar="NAME",
-        default=DEFAULT_LEASE_NAME,
-        help="the Lease's name; operators that share it share one leader (default %(default)s)",
-    )
-    election.add_argument(
-        "--leader-election-lease-seconds",
-        type=int,
-        metavar="SECONDS",
-        default=DEFAULT_LEASE_SECONDS,
-        help="how long a standby waits after the last renewal it saw before it takes over "
-        "(default %(default)s)",
-    )
-    election.add_argument(
-        "--leader-election-renew-seconds",
-        type=float,
-        metavar="SECONDS",
-        default=DEFAULT_RENEW_SECONDS,
-        help="the leader stops and exits when it could not renew for this long; less than the lease "
-        "(default %(default)s)",
-    )
-    election.add_argument(
-        "--leader-election-retry-seconds",
-        type=float,
-        metavar="SECONDS",
-        default=DEFAULT_RETRY_SECONDS,
-        help="how often the leader renews and a standby tries (default %(default)s)",
-    )
-
-
-def options_from(args: argparse.Namespace) -> RunOptions:
-    """RunOptions from parsed flags; the token comes from the file or the environment."""
-    token = os.environ.get(ENV_TOKEN) or None
-    if args.platform_token_file is not None:
-        token = args.platform_token_file.read_text().strip() or None
-    if not args.namespace and not args.all_namespaces:
-        raise SystemExit("bundlectl operator run: give --namespace NS (repeatable) or --all-namespaces")
-    if (args.webhook_port is None) != (args.webhook_cert_dir is None):
-        raise SystemExit("bundlectl operator run: give --webhook-port and --webhook-cert-dir together")
-    return RunOptions(
-        namespaces=tuple(args.namespace),
-        all_namespaces=args.all_namespaces,
-        platform_url=args.platform_url or None,
-        platform_token=token,
-        platform_token_file=args.platform_token_file,
-        metrics_port=args.metrics_port,
-        health_port=args.health_port,
-        allow_private_sources=args.allow_private_sources,
-        host=args.probe_host,
-        log_level=args.log_level,
-        json_logs=not args.text_logs,
-        leader_election=_leader_election_from(args),
-        platform_concurrency=args.platform_concurrency,
-        workers=args.workers,
-        webhook_port=args.webhook_port,
-        webhook_cert_dir=args.webhook_cert_dir,
-        webhook_certificates=_certificates_from(args),
-        webhook_failure_policy=args.webhook_failure_policy,
-        webhook_timeout_seconds=args.webhook_timeout_seconds,
-        abandon_uninstall_after=args.abandon_uninstall_after,
-    )
-
-
-def _certificates_from(args: argparse.Namespace) -> CertificateSettings | None:
-    if args.webhook_cert_secret is None:
-        return None
-    if not (args.webhook_cert_dir and args.webhook_service and args.webhook_configuration):
-        raise SystemExit(
-            "bundlectl operator run: --webhook-cert-secret needs --webhook-cert-dir, --webhook-service "
-            "and --webhook-configuration"
-        )
-    return CertificateSettings(
-        namespace=default_namespace(),
-        secret=args.webhook_cert_secret,
-        service=args.webhook_service,
-        configuration=args.webhook_configuration,
-        cert_dir=args.webhook_cert_dir,
-    )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
-
-
-def _leader_election_from(args: argparse.Namespace) -> LeaderElectionOptions | None:
-    if not args.leader_election:
-        return None
-    problem = lease_timing_problem(
-        args.leader_election_lease_seconds,
-        args.leader_election_renew_seconds,
-        args.leader_election_retry_seconds,
-    )
-    if problem is not None:
-        raise SystemExit(f"bundlectl operator run: {problem}")
-    if not args.leader_election_id:
-        raise SystemExit("bundlectl operator run: --leader-election-id must not be empty")
-    return LeaderElectionOptions(
-        namespace=args.leader_election_namespace or default_namespace(),
-        lease_id=args.leader_election_id,
-        lease_seconds=args.leader_election_lease_seconds,
-        renew_seconds=args.leader_election_renew_seconds,
-        retry_seconds=args.leader_election_retry_seconds,
-    )
-
-
 async def run_operator(options: RunOptions) -> None:
     """Run until SIGTERM or SIGINT; then stop handlers and close connections.
 
     With leader election, a leader that lost its Lease ends with ``SystemExit(EXIT_LOST_LEASE)``.
     """
-    configure_logging(options.log_level, options.json_logs)
-    # One line per HTTP request and per successful kopf handler drowns what matters; failures and
-    # retries still come through at WARNING and above, and the reconcilers log each outcome.
-    if options.log_level.upper() != "DEBUG":
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    _configure_logs(options)
     connection = load_connection()
     kube = Kube(connection)
-    # The transport sees calls that got no answer too: an outage shows in the call counts.
-    platforms = PlatformPool(
-        concurrency=options.platform_concurrency,
-        transport=lambda: InstrumentedTransport(AiohttpTransport(limit=options.platform_concurrency * 2)),
-    )
+    platforms = _platforms(options)
     load = PlatformLoad(platforms)
     REGISTRY.register(load)
-    try:
-        trust = tls_context()
-    except ValueError as exc:
-        raise SystemExit(f"bundlectl operator run: {exc}") from None
-    sources = SourceSettings(allow_private_sources=options.allow_private_sources, verify=trust)
-    settings = OperatorSettings(
-        options.platform_url,
-        options.platform_token,
-        sources,
-        options.platform_token_file,
-        abandon_uninstall_after=options.abandon_uninstall_after,
-    )
-    events = Events(kube)
-    installations = InstallationReconciler(kube, settings, platforms, events, on_status=handlers.GAUGES.set)
     liveness = Liveness()
-    handlers.RUNTIME = handlers.Runtime(
-        kube=kube,
-        installations=installations,
-        bundles=BundleReconciler(kube, sources, events),
-        liveness=liveness,
-        default_platform_url=options.platform_url,
-        workers=options.workers,
-    )
+    runtime = build_runtime(kube, _settings(options), platforms, liveness, options.workers)
     stop = asyncio.Event()
     ready = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     election = options.leader_election
-    lease_kube: Kube | None = None
-    elector: LeaderElector | None = None
-    if election is not None:
-        # A client of its own: renewals never queue behind the reconcilers' calls.
-        lease_kube = Kube(connection, timeout=election.renew_seconds)
-        elector = LeaderElector(
-            KubeLeases(lease_kube),
-            LeaseConfig(
-                namespace=election.namespace,
-                name=election.lease_id,
-                identity=default_identity(),
-                lease_seconds=election.lease_seconds,
-                renew_seconds=election.renew_seconds,
-                retry_seconds=election.retry_seconds,
-            ),
-            on_role=lambda role: METRICS.leader.set(1 if role is Role.LEADER else 0),
-        )
+    # A client of its own: renewals never queue behind the reconcilers' calls.
+    lease_kube = None if election is None else Kube(connection, timeout=election.renew_seconds)
+    elector = None if election is None or lease_kube is None else _elector(election, lease_kube)
     METRICS.leader.set(1 if elector is None else 0)
+    runners, keeper = await _serve(options, kube, liveness, _readiness(ready, elector))
+    log.info(
+        "operator starting: %s, default platform %s%s",
+        "all namespaces" if options.all_namespaces else "namespaces " + ", ".join(options.namespaces),
+        options.platform_url or "(none)",
+        "" if election is None else f", leader election on lease {election.namespace}/{election.lease_id}",
+    )
+    beat = asyncio.create_task(_heartbeat(kube, liveness))
+    tick = asyncio.create_task(ticking(liveness), name="liveness-tick")
+    checks = _watch_checks(kube, options, runtime.deliveries, liveness, ready)
+    lag = asyncio.create_task(checks, name="watch-lag")
+    lost: LostLease | None = None
+    try:
+        if elector is None:
+            await _run_kopf(options, runtime, stop, ready)
+        else:
+            lost = await _lead_then_run(options, runtime, elector, stop, ready)
+    finally:
+        for task in (beat, tick, lag, keeper):
+            if task is not None:
+                task.cancel()
+        for runner in runners:
+            await runner.cleanup()
+        REGISTRY.unregister(load)
+        await platforms.aclose()
+        await kube.aclose()
+        if lease_kube is not None:
+            await lease_kube.aclose()
+        log.info("operator stopped")
+    if lost is not None:
+        raise SystemExit(EXIT_LOST_LEASE)
+
+
+def _configure_logs(options: RunOptions) -> None:
+    configure_logging(options.log_level, options.json_logs)
+    # One line per HTTP request and per successful kopf handler drowns what matters; failures and
+    # retries still come through at WARNING and above, and the reconcilers log each outcome.
+    if options.log_level.upper() != "DEBUG":
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+
+
+def _platforms(options: RunOptions) -> PlatformPool:
+    """One client per platform, the calls to each bounded by --platform-concurrency."""
+    # The transport sees calls that got no answer too: an outage shows in the call counts.
+    return PlatformPool(
+        concurrency=options.platform_concurrency,
+        transport=lambda: InstrumentedTransport(AiohttpTransport(limit=options.platform_concurrency * 2)),
+    )
+
+
+def _settings(options: RunOptions) -> OperatorSettings:
+    """What every reconcile shares: the default platform, and the rules for fetching sources."""
+    try:
+        trust = tls_context()
+    except ValueError as exc:
+        raise SystemExit(f"bundlectl operator run: {exc}") from None
+    sources = SourceSettings(allow_private_sources=options.allow_private_sources, verify=trust)
+    return OperatorSettings(
+        options.platform_url,
+        options.platform_token,
+        sources,
+        options.platform_token_file,
+        abandon_uninstall_after=options.abandon_uninstall_after,
+    )
+
+
+def _elector(election: LeaderElectionOptions, lease_kube: Kube) -> LeaderElector:
+    return LeaderElector(
+        KubeLeases(lease_kube),
+        LeaseConfig(
+            namespace=election.namespace,
+            name=election.lease_id,
+            identity=default_identity(),
+            lease_seconds=election.lease_seconds,
+            renew_seconds=election.renew_seconds,
+            retry_seconds=election.retry_seconds,
+        ),
+        on_role=lambda role: METRICS.leader.set(1 if role is Role.LEADER else 0),
+    )
+
+
+async def _serve(
+    options: RunOptions, kube: Kube, liveness: Liveness, readiness: Callable[[], bool]
+) -> tuple[list[Stoppable], asyncio.Task[None] | None]:
+    """Start the metrics, the probes and the webhook (with its certificate's keeper) as asked."""
     runners: list[Stoppable] = []
     if options.metrics_port is not None:
         runners.append(await serve_metrics(options.host, options.metrics_port))
     if options.health_port is not None:
-        runners.append(
-            await serve_health(options.host, options.health_port, liveness, _readiness(ready, elector))
-        )
+        runners.append(await serve_health(options.host, options.health_port, liveness, readiness))
     keeper: asyncio.Task[None] | None = None
     if options.webhook_certificates is not None:
         certificates = CertificateKeeper(kube, options.webhook_certificates)
@@ -436,37 +195,7 @@ async def run_operator(options: RunOptions) -> None:
                 answer_seconds=answer_seconds(options.webhook_timeout_seconds),
             )
         )
-    log.info(
-        "operator starting: %s, default platform %s%s",
-        "all namespaces" if options.all_namespaces else "namespaces " + ", ".join(options.namespaces),
-        options.platform_url or "(none)",
-        "" if election is None else f", leader election on lease {election.namespace}/{election.lease_id}",
-    )
-    beat = asyncio.create_task(_heartbeat(kube, liveness))
-    tick = asyncio.create_task(ticking(liveness), name="liveness-tick")
-    lag = asyncio.create_task(_watch_checks(kube, options, liveness, ready), name="watch-lag")
-    lost: LostLease | None = None
-    try:
-        if elector is None:
-            await _run_kopf(options, stop, ready)
-        else:
-            lost = await _lead_then_run(options, elector, stop, ready)
-    finally:
-        beat.cancel()
-        tick.cancel()
-        lag.cancel()
-        if keeper is not None:
-            keeper.cancel()
-        for runner in runners:
-            await runner.cleanup()
-        REGISTRY.unregister(load)
-        await platforms.aclose()
-        await kube.aclose()
-        if lease_kube is not None:
-            await lease_kube.aclose()
-        log.info("operator stopped")
-    if lost is not None:
-        raise SystemExit(EXIT_LOST_LEASE)
+    return runners, keeper
 
 
 def _readiness(ready: asyncio.Event, elector: LeaderElector | None) -> Callable[[], bool]:
@@ -495,7 +224,7 @@ def exact_namespaces(options: RunOptions) -> bool:
     return not options.all_namespaces and not any(set(ns) & set("*?[]!,") for ns in options.namespaces)
 
 
-async def _run_kopf(options: RunOptions, stop: asyncio.Event, ready: asyncio.Event) -> None:
+async def _run_kopf(options: RunOptions, runtime: Runtime, stop: asyncio.Event, ready: asyncio.Event) -> None:
     import kopf
     from kopf._core.engines.peering import Identity  # kopf exports no public name for this NewType
 
@@ -509,6 +238,7 @@ async def _run_kopf(options: RunOptions, stop: asyncio.Event, ready: asyncio.Eve
     try:
         await kopf.operator(
             registry=handlers.REGISTRY,
+            memo=memo_of(runtime),
             settings=settings,
             clusterwide=options.all_namespaces,
             namespaces=list(options.namespaces),
@@ -538,7 +268,7 @@ async def _reclaim_signals(ready: asyncio.Event, stop: asyncio.Event) -> None:
 
 
 async def _lead_then_run(
-    options: RunOptions, elector: LeaderElector, stop: asyncio.Event, ready: asyncio.Event
+    options: RunOptions, runtime: Runtime, elector: LeaderElector, stop: asyncio.Event, ready: asyncio.Event
 ) -> LostLease | None:
     """Wait as a standby, then run kopf while renewing; the LostLease when leadership was lost.
 
@@ -551,7 +281,7 @@ async def _lead_then_run(
         return None
     # The renewer exists before kopf starts: kopf cancels every task created after its start.
     renewer = asyncio.create_task(elector.keep_leading(), name="leader election renewer")
-    operator = asyncio.create_task(_run_kopf(options, stop, ready), name="kopf operator")
+    operator = asyncio.create_task(_run_kopf(options, runtime, stop, ready), name="kopf operator")
     try:
         await asyncio.wait({renewer, operator}, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
@@ -593,6 +323,7 @@ def _lost(renewer: asyncio.Task[None]) -> LostLease:
 async def _watch_checks(
     kube: Kube,
     options: RunOptions,
+    deliveries: Deliveries,
     liveness: Liveness,
     ready: asyncio.Event,
     every: float = WATCH_CHECK_SECONDS,
@@ -606,7 +337,7 @@ async def _watch_checks(
         log.info("watch checks: off for namespace patterns; the event loop and heartbeat checks stay")
         return
     scopes: list[str | None] = [None] if options.all_namespaces else list(options.namespaces)
-    checker = WatchLag(handlers.DELIVERIES, WATCHED_PLURALS, limit=WATCH_LAG_LIMIT)
+    checker = WatchLag(deliveries, WATCHED_PLURALS, limit=WATCH_LAG_LIMIT)
 
     async def listed(plural: str) -> list[tuple[str, str, str]]:
         return [row for scope in scopes for row in await kube.list_versions(plural, scope)]

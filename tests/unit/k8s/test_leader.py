@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from bundle_operator.k8s import options as run_options
 from bundle_operator.k8s import run
 from bundle_operator.k8s.kube import Connection, Kube, KubeError
 from bundle_operator.k8s.leader import (
@@ -610,25 +611,25 @@ def test_micro_time_has_six_fractional_digits_in_utc() -> None:
 
 def _parse(*flags: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    run.add_arguments(parser)
+    run_options.add_arguments(parser)
     return parser.parse_args(["--namespace", "apps", *flags])
 
 
 def test_flags_default_to_a_single_replica_without_election() -> None:
-    assert run.options_from(_parse()).leader_election is None
+    assert run_options.options_from(_parse()).leader_election is None
 
 
 def test_flags_with_leader_election_default_like_controller_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POD_NAMESPACE", "bundle-system")
-    election = run.options_from(_parse("--leader-election")).leader_election
-    assert election == run.LeaderElectionOptions(
+    election = run_options.options_from(_parse("--leader-election")).leader_election
+    assert election == run_options.LeaderElectionOptions(
         namespace="bundle-system",
         lease_id="bundle-operator",
         lease_seconds=15,
         renew_seconds=10.0,
         retry_seconds=2.0,
     )
-    election = run.options_from(
+    election = run_options.options_from(
         _parse(
             "--leader-election",
             "--leader-election-namespace",
@@ -643,12 +644,12 @@ def test_flags_with_leader_election_default_like_controller_runtime(monkeypatch:
             "1",
         )
     ).leader_election
-    assert election == run.LeaderElectionOptions("ops", "bundles-eu", 8, 5.0, 1.0)
+    assert election == run_options.LeaderElectionOptions("ops", "bundles-eu", 8, 5.0, 1.0)
 
 
 def test_flags_refuse_a_renew_deadline_not_shorter_than_the_lease() -> None:
     with pytest.raises(SystemExit, match="lease duration"):
-        run.options_from(_parse("--leader-election", "--leader-election-renew-seconds", "15"))
+        run_options.options_from(_parse("--leader-election", "--leader-election-renew-seconds", "15"))
 
 
 def test_readiness_of_a_standby_follows_its_contact_with_the_lease(
