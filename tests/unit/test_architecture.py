@@ -25,10 +25,11 @@ ALLOWED: dict[str, set[str]] = {
     "platform": {"document"},
     "fetch": set(),
     "registry": {"document", "fetch"},
+    "sources": {"document", "mcpb", "fetch", "registry"},
     "devcluster": set(),
     "engine": {"document", "mcpb", "platform"},
     "reference_platform": {"document", "mcpb", "platform", "fetch"},
-    "k8s": {"document", "mcpb", "platform", "engine", "fetch", "registry"},
+    "k8s": {"document", "mcpb", "platform", "engine", "fetch", "registry", "sources"},
     "commands": {
         "document",
         "mcpb",
@@ -36,6 +37,7 @@ ALLOWED: dict[str, set[str]] = {
         "engine",
         "fetch",
         "registry",
+        "sources",
         "k8s",
         "devcluster",
         "reference_platform",
@@ -50,6 +52,7 @@ FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
     "mcpb": {"kopf", "kubernetes", "aiohttp"},
     "engine": {"kopf", "kubernetes", "aiohttp"},
     "registry": {"kopf", "kubernetes", "aiohttp"},
+    "sources": {"kopf", "kubernetes", "aiohttp"},
     "platform": {"kopf", "kubernetes", "aiohttp.web"},
     "reference_platform": {"kopf", "kubernetes"},
 }

@@ -24,7 +24,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from bundle_operator import cli
-from bundle_operator.k8s import options as run_options
+from bundle_operator.k8s.process import options as run_options
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from typing import Any
 import kopf
 
 from bundle_operator.k8s.logs import object_extra
-from bundle_operator.k8s.metrics import METRICS, RECONCILE_KINDS, ReconcileResult
+from bundle_operator.k8s.process.metrics import METRICS, RECONCILE_KINDS, ReconcileResult
 from bundle_operator.k8s.reconcile import Retry, backoff
 from bundle_operator.platform.gate import CALLER
 

@@ -13,19 +13,19 @@ import kopf
 
 from bundle_operator.k8s.conditions import is_true
 from bundle_operator.k8s.diff_base import SpecDiffBase
-from bundle_operator.k8s.endpoint_target import installation_marker
-from bundle_operator.k8s.installation_inputs import BundleClaim, Peer, inputs_marker
-from bundle_operator.k8s.metrics import ReconcileResult
+from bundle_operator.k8s.endpoint.target import installation_marker
+from bundle_operator.k8s.installation.inputs import BundleClaim, Peer, inputs_marker
+from bundle_operator.k8s.installation.peers import peers
+from bundle_operator.k8s.installation.secret_holds import uninstall_secret
+from bundle_operator.k8s.installation.setup import referenced_secrets
+from bundle_operator.k8s.installation.state import LABEL_INSTALLATION
+from bundle_operator.k8s.installation.watch_cache import bundle_view, state_view
 from bundle_operator.k8s.nudges import bundle_inputs, secret_endpoints
-from bundle_operator.k8s.peers import peers
+from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import platform_key
 from bundle_operator.k8s.refreshes import ENDPOINT_REFRESH_SECONDS, refresh_endpoint, refresh_registry
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL, GROUP, INSTALLATION_PLURAL, VERSION
 from bundle_operator.k8s.runtime import runtime_of
-from bundle_operator.k8s.secret_holds import uninstall_secret
-from bundle_operator.k8s.setup import referenced_secrets
-from bundle_operator.k8s.state import LABEL_INSTALLATION
-from bundle_operator.k8s.watch_cache import bundle_view, state_view
 
 REGISTRY = kopf.OperatorRegistry()
 STORAGE_PREFIX = f"kopf.{GROUP}"

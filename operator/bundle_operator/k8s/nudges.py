@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bundle_operator.k8s.installation_inputs import ANNOTATION_INPUTS
+from bundle_operator.k8s.installation.inputs import ANNOTATION_INPUTS
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.logs import object_extra
 from bundle_operator.k8s.resources import API_VERSION

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from bundle_operator.k8s.resources import LocalObjectKeyRef
+from bundle_operator.sources.models import LocalObjectKeyRef
 
 
 class SecretReader(Protocol):

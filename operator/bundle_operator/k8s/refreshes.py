@@ -10,11 +10,11 @@ from typing import Any
 
 import kopf
 
-from bundle_operator.k8s.bundle import BundleOutcome
-from bundle_operator.k8s.drift_clock import parse_interval, stalled_and_seen
-from bundle_operator.k8s.installation_inputs import inputs_marker
+from bundle_operator.k8s.bundle.reconciler import BundleOutcome
+from bundle_operator.k8s.installation.drift_clock import parse_interval, stalled_and_seen
+from bundle_operator.k8s.installation.inputs import inputs_marker
 from bundle_operator.k8s.logs import object_extra
-from bundle_operator.k8s.metrics import ReconcileResult
+from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import Retry, backoff
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL, INSTALLATION_PLURAL
 from bundle_operator.k8s.runtime import Runtime

@@ -17,21 +17,21 @@ from typing import Any
 
 import kopf
 
-from bundle_operator.k8s.bundle import BundleReconciler
-from bundle_operator.k8s.drift_clock import DriftClock, drift_slot, parse_interval
-from bundle_operator.k8s.endpoint import EndpointReconciler
+from bundle_operator.k8s.bundle.reconciler import BundleReconciler
+from bundle_operator.k8s.endpoint.reconciler import EndpointReconciler
 from bundle_operator.k8s.envelope import Envelope
 from bundle_operator.k8s.events import Events
-from bundle_operator.k8s.health import Liveness
-from bundle_operator.k8s.installation import InstallationReconciler
+from bundle_operator.k8s.installation.drift_clock import DriftClock, drift_slot, parse_interval
+from bundle_operator.k8s.installation.peers import PeersView
+from bundle_operator.k8s.installation.reconciler import InstallationReconciler
+from bundle_operator.k8s.installation.secret_holds import SecretHolds
 from bundle_operator.k8s.kube import Kube, KubeError
-from bundle_operator.k8s.metrics import METRICS, InstallationGauges, ReconcileResult
 from bundle_operator.k8s.nudges import Nudges
-from bundle_operator.k8s.peers import PeersView
 from bundle_operator.k8s.platforms import PlatformPool
+from bundle_operator.k8s.process.health import Liveness
+from bundle_operator.k8s.process.metrics import METRICS, InstallationGauges, ReconcileResult
+from bundle_operator.k8s.process.watch_lag import Deliveries
 from bundle_operator.k8s.reconcile import OperatorSettings, Retry
-from bundle_operator.k8s.secret_holds import SecretHolds
-from bundle_operator.k8s.watch_lag import Deliveries
 
 INSTALLATION = "BundleInstallation"
 

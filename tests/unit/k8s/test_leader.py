@@ -24,10 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from bundle_operator.k8s import options as run_options
-from bundle_operator.k8s import run
 from bundle_operator.k8s.kube import Connection, Kube, KubeError
-from bundle_operator.k8s.leader import (
+from bundle_operator.k8s.process import options as run_options
+from bundle_operator.k8s.process import run
+from bundle_operator.k8s.process.leader import (
     LEASE_API_VERSION,
     KubeLeases,
     LeaderElector,
@@ -39,7 +39,7 @@ from bundle_operator.k8s.leader import (
     lease_timing_problem,
     micro_time,
 )
-from bundle_operator.k8s.metrics import Metrics
+from bundle_operator.k8s.process.metrics import Metrics
 
 NS = "operators"
 NAME = "bundle-operator"
@@ -362,7 +362,7 @@ def test_keep_leading_loses_the_lease_at_the_renew_deadline_when_the_api_is_unre
     started = clock.now
     leases.unreachable.add("pod-a")
     with (
-        caplog.at_level(logging.INFO, "bundle_operator.k8s.leader"),
+        caplog.at_level(logging.INFO, "bundle_operator.k8s.process.leader"),
         pytest.raises(LostLease, match="deadline"),
     ):
         asyncio.run(a.elector.keep_leading())
@@ -425,7 +425,7 @@ def test_release_hands_the_lease_to_a_standby_at_its_next_try(
     a, b = candidate(leases, "pod-a", clock), candidate(leases, "pod-b", clock)
     assert attempt(a)
     assert not attempt(b)
-    with caplog.at_level(logging.INFO, "bundle_operator.k8s.leader"):
+    with caplog.at_level(logging.INFO, "bundle_operator.k8s.process.leader"):
         assert asyncio.run(a.elector.release())
     spec = leases.spec()
     assert spec["holderIdentity"] == "" and spec["leaseDurationSeconds"] == 1

@@ -16,9 +16,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from bundle_operator.k8s.installation.setup import token_secret
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.logs import object_extra
-from bundle_operator.k8s.setup import token_secret
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """``bundlectl operator run``: settings, the kopf operator loop, probes, metrics, clean SIGTERM.
 
 With ``--leader-election`` several replicas may run: each starts its probes and metrics at once,
-waits as a standby until it holds the Lease (``k8s/leader.py``), and only then starts kopf. A
+waits as a standby until it holds the Lease (``k8s/process/leader.py``), and only then starts kopf. A
 leader that cannot renew in time stops kopf at once and exits with ``EXIT_LOST_LEASE`` so the
 kubelet restarts it as a standby; one that is stopped (SIGTERM) stops kopf and then releases the
 Lease, so a standby takes over within a retry period.
@@ -19,9 +19,11 @@ from typing import Final, Protocol
 
 from bundle_operator.fetch import tls_context
 from bundle_operator.k8s import handlers
-from bundle_operator.k8s.health import Liveness, serve_health, ticking
 from bundle_operator.k8s.kube import Kube, load_connection
-from bundle_operator.k8s.leader import (
+from bundle_operator.k8s.logs import configure_logging
+from bundle_operator.k8s.platforms import PlatformPool
+from bundle_operator.k8s.process.health import Liveness, serve_health, ticking
+from bundle_operator.k8s.process.leader import (
     KubeLeases,
     LeaderElector,
     LeaseConfig,
@@ -29,18 +31,22 @@ from bundle_operator.k8s.leader import (
     Role,
     default_identity,
 )
-from bundle_operator.k8s.logs import configure_logging
-from bundle_operator.k8s.metrics import METRICS, REGISTRY, InstrumentedTransport, PlatformLoad, serve_metrics
-from bundle_operator.k8s.options import LeaderElectionOptions, RunOptions, add_arguments, options_from
-from bundle_operator.k8s.platforms import PlatformPool
+from bundle_operator.k8s.process.metrics import (
+    METRICS,
+    REGISTRY,
+    InstrumentedTransport,
+    PlatformLoad,
+    serve_metrics,
+)
+from bundle_operator.k8s.process.options import LeaderElectionOptions, RunOptions, add_arguments, options_from
+from bundle_operator.k8s.process.watch_lag import Deliveries, WatchLag
 from bundle_operator.k8s.reconcile import OperatorSettings
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL, INSTALLATION_PLURAL
 from bundle_operator.k8s.runtime import Runtime, build_runtime, memo_of
-from bundle_operator.k8s.source_types import SourceSettings
-from bundle_operator.k8s.watch_lag import Deliveries, WatchLag
-from bundle_operator.k8s.webhook import answer_seconds, serve_webhook
-from bundle_operator.k8s.webhook_certs import CertificateKeeper
+from bundle_operator.k8s.webhook.certs import CertificateKeeper
+from bundle_operator.k8s.webhook.server import answer_seconds, serve_webhook
 from bundle_operator.platform.transport import AiohttpTransport
+from bundle_operator.sources.resolution import SourceSettings
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from urllib.parse import quote
 from pydantic import SecretStr, ValidationError
 
 from bundle_operator.k8s import conditions as cond
-from bundle_operator.k8s.endpoint_secret import (
+from bundle_operator.k8s.endpoint.secret import (
     KIND,
     LABEL_ENDPOINT,
     key_needed,
@@ -42,13 +42,14 @@ from bundle_operator.k8s.endpoint_secret import (
     secret_body,
     secret_current,
 )
-from bundle_operator.k8s.endpoint_status import EndpointStatus, cleared, ready_conditions, served_view
-from bundle_operator.k8s.endpoint_target import Target, Waiting, find_target
+from bundle_operator.k8s.endpoint.status import EndpointStatus, cleared, ready_conditions, served_view
+from bundle_operator.k8s.endpoint.target import Target, Waiting, find_target
 from bundle_operator.k8s.events import Events
+from bundle_operator.k8s.installation.setup import SetupProblem
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.logs import REDACTOR, object_extra
-from bundle_operator.k8s.metrics import ReconcileResult
 from bundle_operator.k8s.platforms import PlatformPool
+from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import (
     ANNOTATION_PAUSED,
     Done,
@@ -61,7 +62,6 @@ from bundle_operator.k8s.reconcile import (
     temporary,
 )
 from bundle_operator.k8s.resources import ENDPOINT_NAME_PATTERN, EndpointSpec
-from bundle_operator.k8s.setup import SetupProblem
 from bundle_operator.platform import kinds
 from bundle_operator.platform.errors import Conflict, NotFound, PlatformError, PreconditionFailed, Refused
 from bundle_operator.platform.models import Endpoint, EndpointCreate, EndpointUpdate

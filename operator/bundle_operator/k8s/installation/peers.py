@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bundle_operator.k8s.installation_inputs import BundleClaim, Peer
+from bundle_operator.k8s.installation.inputs import BundleClaim, Peer
 from bundle_operator.k8s.reconcile import platform_key
 
 # An installation spec -> the platform it names (or the operator's default).

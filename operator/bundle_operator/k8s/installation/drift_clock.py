@@ -28,7 +28,7 @@ from typing import Any, Final
 from bundle_operator.k8s.conditions import is_true
 from bundle_operator.k8s.kube import KubeError
 from bundle_operator.k8s.logs import object_extra
-from bundle_operator.k8s.metrics import ReconcileResult
+from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import Retry, backoff, platform_key
 from bundle_operator.platform.gate import CallGate
 

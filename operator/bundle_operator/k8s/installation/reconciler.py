@@ -31,14 +31,23 @@ from bundle_operator.engine.snapshot import read_snapshot
 from bundle_operator.engine.uninstall import PlanOutdated, UninstallRefused, preview_uninstall, uninstall
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.events import Events
-from bundle_operator.k8s.installation_gate import await_uninstall_approval, gate, spec_changed
-from bundle_operator.k8s.installation_inputs import (
+from bundle_operator.k8s.installation.gate import await_uninstall_approval, gate, spec_changed
+from bundle_operator.k8s.installation.inputs import (
     Inputs,
     Peer,
     first_claim,
     read_bundle,
 )
-from bundle_operator.k8s.installation_status import (
+from bundle_operator.k8s.installation.setup import SetupProblem, read_setup
+from bundle_operator.k8s.installation.state import (
+    MAX_RECORD_BYTES,
+    RecordTooLarge,
+    StateConflict,
+    StateStore,
+    StateUnreadable,
+    projected_size,
+)
+from bundle_operator.k8s.installation.status import (
     InstallationStatus,
     StatusCallback,
     actions_of,
@@ -52,10 +61,11 @@ from bundle_operator.k8s.installation_status import (
     preview_status,
     ready_reason,
 )
+from bundle_operator.k8s.installation.watch_cache import WatchCaches
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.logs import object_extra
-from bundle_operator.k8s.metrics import ReconcileResult
 from bundle_operator.k8s.platforms import PlatformPool
+from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import (
     Done,
     OperatorSettings,
@@ -68,16 +78,6 @@ from bundle_operator.k8s.reconcile import (
     temporary,
 )
 from bundle_operator.k8s.resources import BundleInstallationSpec
-from bundle_operator.k8s.setup import SetupProblem, read_setup
-from bundle_operator.k8s.state import (
-    MAX_RECORD_BYTES,
-    RecordTooLarge,
-    StateConflict,
-    StateStore,
-    StateUnreadable,
-    projected_size,
-)
-from bundle_operator.k8s.watch_cache import WatchCaches
 from bundle_operator.platform.errors import PlatformError
 from bundle_operator.platform.sharing import READ_POLICY, ReadPolicy
 
@@ -339,7 +339,7 @@ class InstallationReconciler:
         return await self._written(run, Done("stalled"))
 
     async def _gate(self, run: Run, inputs: Inputs, planned: Plan, writes: bool) -> Done | None:
-        """Under approval Manual, go on only with the plan spec.approvedPlan names (installation_gate.py)."""
+        """Under approval Manual, go on only with the plan spec.approvedPlan names (gate.py)."""
         outcome = await gate(run.status, run.body, self.events, inputs, planned, writes)
         if outcome.waiting:
             return await self._written(run, Done("success"))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundle_operator.k8s.envelope import DEFAULT_WORKERS
-from bundle_operator.k8s.leader import (
+from bundle_operator.k8s.process.leader import (
     DEFAULT_LEASE_NAME,
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RENEW_SECONDS,
@@ -18,8 +18,8 @@ from bundle_operator.k8s.leader import (
     lease_timing_problem,
 )
 from bundle_operator.k8s.reconcile import ABANDON_UNINSTALL_AFTER
-from bundle_operator.k8s.webhook import FAILURE_POLICIES, WEBHOOK_TIMEOUT_SECONDS
-from bundle_operator.k8s.webhook_certs import CertificateSettings
+from bundle_operator.k8s.webhook.certs import CertificateSettings
+from bundle_operator.k8s.webhook.server import FAILURE_POLICIES, WEBHOOK_TIMEOUT_SECONDS
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
 from bundle_operator.platform.gate import DEFAULT_LIMIT
 
