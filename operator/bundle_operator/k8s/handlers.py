@@ -20,7 +20,7 @@ from bundle_operator.k8s.installation.secret_holds import uninstall_secret
 from bundle_operator.k8s.installation.setup import referenced_secrets
 from bundle_operator.k8s.installation.state import LABEL_INSTALLATION
 from bundle_operator.k8s.installation.watch_cache import bundle_view, state_view
-from bundle_operator.k8s.nudges import bundle_inputs, secret_endpoints
+from bundle_operator.k8s.nudges import bundle_inputs, referred_by, secret_endpoints
 from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import platform_key
 from bundle_operator.k8s.refreshes import ENDPOINT_REFRESH_SECONDS, refresh_endpoint, refresh_registry
@@ -92,8 +92,7 @@ async def uninstall_secrets(namespace: str | None, name: str, spec: kopf.Spec, *
 async def installations_by_bundle(
     namespace: str | None, name: str, spec: kopf.Spec, **_: Any
 ) -> dict[Any, str]:
-    ref = (spec.get("bundleRef") or {}).get("name")
-    return {(namespace, ref): name} if isinstance(ref, str) else {}
+    return referred_by(namespace, name, spec, "bundleRef")
 
 
 @kopf.index(GROUP, VERSION, INSTALLATION_PLURAL, registry=REGISTRY)
@@ -112,8 +111,7 @@ async def installations_by_target(
 async def endpoints_by_installation(
     namespace: str | None, name: str, spec: kopf.Spec, **_: Any
 ) -> dict[Any, str]:
-    ref = (spec.get("installationRef") or {}).get("name")
-    return {(namespace, ref): name} if isinstance(ref, str) else {}
+    return referred_by(namespace, name, spec, "installationRef")
 
 
 @kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)

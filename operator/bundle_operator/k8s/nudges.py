@@ -64,6 +64,12 @@ def secret_endpoints(
     return endpoints
 
 
+def referred_by(namespace: str | None, name: str, spec: Mapping[str, Any], ref: str) -> dict[Any, str]:
+    """The object ``spec.<ref>.name`` names, as an index key for ``name`` (none without one)."""
+    named = (spec.get(ref) or {}).get("name")
+    return {(namespace, named): name} if isinstance(named, str) else {}
+
+
 def bundle_inputs(spec: Mapping[str, Any], namespace: str | None, name: str) -> dict[Any, str]:
     """The ConfigMaps and Secrets a Bundle's source reads, as ``bundles_by_object`` keys."""
     source = spec.get("source") or {}

@@ -56,6 +56,14 @@ class Condition(_Model):
     )
 
 
+class _Status(_Model):
+    """A resource's status: the generation it was computed for comes first."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this status was computed for."
+    )
+
+
 class StatusIssue(_Model):
     """One finding of analyze, as the CLI's JSON contract has it, in Kubernetes casing."""
 
@@ -104,12 +112,9 @@ class SetupFieldStatus(_Model):
     description: str | None = Field(default=None, description="What the value is for.")
 
 
-class BundleStatus(_Model):
+class BundleStatus(_Status):
     """What the operator found in the source."""
 
-    observed_generation: int | None = Field(
-        default=None, description="The metadata.generation this status was computed for."
-    )
     digest: str | None = Field(default=None, description="sha256 of the canonical document.")
     bundle_name: str | None = Field(default=None, description="The document's name.")
     version: str | None = Field(default=None, description="The document's version.")
@@ -321,12 +326,9 @@ class DriftStatus(_Model):
     paths: list[str] = Field(default_factory=list, description="JSON Pointers to the fields that differ.")
 
 
-class BundleInstallationStatus(_Model):
+class BundleInstallationStatus(_Status):
     """What is installed, what an install would do, and whether the platform still matches."""
 
-    observed_generation: int | None = Field(
-        default=None, description="The metadata.generation this status was computed for."
-    )
     installed_digest: str | None = Field(default=None, description="sha256 of the installed document.")
     installed_version: str | None = Field(default=None, description="The installed document's version.")
     preview: Preview | None = Field(default=None, description="What an install would do, before it writes.")
@@ -477,12 +479,9 @@ class EndpointMember(_Model):
     message: str = Field(default="", description="Why the member is unhealthy; empty when healthy.")
 
 
-class EndpointStatus(_Model):
+class EndpointStatus(_Status):
     """Where the endpoint is served and what it serves."""
 
-    observed_generation: int | None = Field(
-        default=None, description="The metadata.generation this status was computed for."
-    )
     url: str | None = Field(default=None, description="Where MCP clients connect.")
     presented_tools: list[str] = Field(
         default_factory=list,

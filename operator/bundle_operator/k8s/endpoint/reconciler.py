@@ -350,7 +350,16 @@ class EndpointReconciler:
             return
         if issued is None and current:
             return
-        await self._write_secret(run.body, secret_name, secret, issued, endpoint, rotation)
+        written = secret_body(
+            run.body,
+            secret_name,
+            secret,
+            api_key=issued,
+            url=endpoint.url,
+            endpoint_id=endpoint.id,
+            rotated_for=rotation,
+        )
+        await self._write_secret(run.body, secret_name, secret, written)
         run.done.append(f"wrote Secret '{secret_name}'")
         if need == "rotation":
             await self.events.post(
@@ -445,24 +454,10 @@ class EndpointReconciler:
             raise
 
     async def _write_secret(
-        self,
-        body: dict[str, Any],
-        secret_name: str,
-        existing: dict[str, Any] | None,
-        issued: SecretStr | None,
-        endpoint: Endpoint,
-        rotation: str,
+        self, body: dict[str, Any], secret_name: str, existing: dict[str, Any] | None, new: dict[str, Any]
     ) -> None:
+        """Create the Secret, or replace ``existing`` (compare-and-swap on its resourceVersion)."""
         namespace = body["metadata"]["namespace"]
-        new = secret_body(
-            body,
-            secret_name,
-            existing,
-            api_key=issued,
-            url=endpoint.url,
-            endpoint_id=endpoint.id,
-            rotated_for=rotation,
-        )
         try:
             if existing is None:
                 await self.kube.create_secret(namespace, new)

@@ -7,6 +7,7 @@ it and map ``Retry``.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,24 +46,16 @@ def deleting_for(body: dict[str, Any]) -> float | None:
     return (datetime.now(UTC) - asked).total_seconds()
 
 
+@dataclass
 class Uninstaller:
     """Runs the finalizer of BundleInstallations against their platforms."""
 
-    def __init__(
-        self,
-        kube: Kube,
-        settings: OperatorSettings,
-        platforms: PlatformPool,
-        events: Events,
-        caches: WatchCaches,
-        on_status: StatusCallback | None = None,
-    ) -> None:
-        self.kube = kube
-        self.settings = settings
-        self.platforms = platforms
-        self.events = events
-        self.caches = caches
-        self.on_status = on_status
+    kube: Kube
+    settings: OperatorSettings
+    platforms: PlatformPool
+    events: Events
+    caches: WatchCaches
+    on_status: StatusCallback | None = None
 
     async def finalize(self, body: dict[str, Any], *, attempt: int = 0) -> None:
         """Uninstall (Delete) or leave the platform alone (Orphan); Retry keeps the finalizer."""
