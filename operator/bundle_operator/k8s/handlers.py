@@ -13,17 +13,21 @@ import kopf
 
 from bundle_operator.k8s.conditions import is_true
 from bundle_operator.k8s.diff_base import SpecDiffBase
-from bundle_operator.k8s.endpoint.target import installation_marker
 from bundle_operator.k8s.installation.inputs import BundleClaim, Peer, inputs_marker
 from bundle_operator.k8s.installation.peers import peers
 from bundle_operator.k8s.installation.secret_holds import uninstall_secret
 from bundle_operator.k8s.installation.setup import referenced_secrets
 from bundle_operator.k8s.installation.state import LABEL_INSTALLATION
 from bundle_operator.k8s.installation.watch_cache import bundle_view, state_view
-from bundle_operator.k8s.nudges import bundle_inputs, referred_by, secret_endpoints
+from bundle_operator.k8s.nudges import bundle_inputs, referred_by
 from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import platform_key
-from bundle_operator.k8s.refreshes import ENDPOINT_REFRESH_SECONDS, refresh_endpoint, refresh_registry
+from bundle_operator.k8s.refreshes import (
+    ENDPOINT_REFRESH_SECONDS,
+    has_registry_source,
+    refresh_endpoint,
+    refresh_registry,
+)
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL, GROUP, INSTALLATION_PLURAL, VERSION
 from bundle_operator.k8s.runtime import runtime_of
 
@@ -163,14 +167,7 @@ async def secret_changed(
     # Seen at every start too: a hold no installation needs any more (its spec changed while the
     # operator was away) is released; a Secret made after the installation that needs it is held.
     await rt.holds.secret_seen(namespace, name, meta, kwargs["uninstall_secrets"])
-    marker = inputs_marker("Secret", name, str(meta.get("resourceVersion", "")))
-    users = kwargs["installations_by_secret"].get((namespace, name))
-    await rt.nudges.nudge(INSTALLATION_PLURAL, namespace, users, marker)
-    bundles = kwargs["bundles_by_object"].get(("Secret", namespace, name))
-    await rt.nudges.nudge(BUNDLE_PLURAL, namespace, bundles, marker)
-    endpoints = secret_endpoints(namespace, users, kwargs["endpoints_by_installation"], meta)
-    marker = inputs_marker("Secret", name, "deleted") if deleted else marker
-    await rt.nudges.nudge(ENDPOINT_PLURAL, namespace, endpoints, marker)
+    await rt.nudges.secret_changed(namespace, name, meta, deleted, kwargs)
 
 
 @kopf.on.event("", "v1", "configmaps", registry=REGISTRY)
@@ -211,11 +208,9 @@ async def bundle_deleted(namespace: str | None, name: str, memo: kopf.Memo, **kw
     await runtime_of(memo).nudges.nudge(INSTALLATION_PLURAL, namespace or "", users, marker)
 
 
-def _registry_source(spec: kopf.Spec, **_: Any) -> bool:
-    return isinstance((spec.get("source") or {}).get("registry"), dict)
-
-
-@kopf.daemon(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY, cancellation_timeout=10, when=_registry_source)
+@kopf.daemon(
+    GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY, cancellation_timeout=10, when=has_registry_source
+)
 async def registry_refresh(
     stopped: kopf.DaemonStopped, body: kopf.Body, meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -266,11 +261,8 @@ async def installation_deleted(
     await rt.reconciled("BundleInstallation", body, retry, run)
     rt.gauges.forget(namespace or "", name)
     rt.envelope.forget(body.get("metadata", {}).get("uid", ""))
-    # An installation refused as a duplicate of this one may go ahead now.
-    for peer in peers(spec, kwargs["installations_by_target"], rt.platform_url_of):
-        if peer.name != name or peer.namespace != namespace:
-            marker = inputs_marker("Peer", name, "deleted")
-            await rt.nudges.nudge(INSTALLATION_PLURAL, peer.namespace, [peer.name], marker)
+    same_workspace = peers(spec, kwargs["installations_by_target"], rt.platform_url_of)
+    await rt.nudges.peer_deleted(namespace or "", name, same_workspace)
 
 
 # --- what the watches deliver ----------------------------------------------------------------------
@@ -300,11 +292,8 @@ async def _installation_event(
         return
     spec = None if deleted else dict(body.get("spec") or {})
     await rt.holds.installation_seen(namespace, name, spec, kwargs["uninstall_secrets"])
-    # The Endpoints of this installation run again when what they depend on changes (its gateway
-    # appears or goes, it moves to another platform); its other status writes leave them alone.
-    marker = inputs_marker("BundleInstallation", name, installation_marker(None if deleted else dict(body)))
-    for endpoint in sorted(set(kwargs["endpoints_by_installation"].get((namespace, name), ()))):
-        await rt.nudges.nudge_endpoint(ENDPOINT_PLURAL, namespace, endpoint, marker)
+    endpoints = kwargs["endpoints_by_installation"].get((namespace, name))
+    await rt.nudges.installation_changed(namespace, name, None if deleted else body, endpoints)
 
 
 # --- Endpoint -------------------------------------------------------------------------------------

@@ -11,10 +11,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bundle_operator.k8s.installation.inputs import ANNOTATION_INPUTS
+from bundle_operator.k8s.endpoint.target import installation_marker
+from bundle_operator.k8s.installation.inputs import ANNOTATION_INPUTS, Peer, inputs_marker
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.logs import object_extra
-from bundle_operator.k8s.resources import API_VERSION
+from bundle_operator.k8s.resources import API_VERSION, BUNDLE_PLURAL, ENDPOINT_PLURAL, INSTALLATION_PLURAL
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +40,38 @@ class Nudges:
                         "could not nudge: %s", exc.reason, extra=object_extra(plural, namespace, name)
                     )
 
-    async def nudge_endpoint(self, plural: str, namespace: str, name: str, marker: str) -> None:
-        """Mark an Endpoint with its installation's marker, unless it already carries it."""
-        if self.endpoint_markers.get((namespace, name)) != marker:
-            await self.nudge(plural, namespace, [name], marker)
-            self.endpoint_markers[(namespace, name)] = marker
+    async def secret_changed(
+        self, namespace: str, name: str, meta: Mapping[str, Any], deleted: bool, indexes: Mapping[str, Any]
+    ) -> None:
+        """A Secret changed: the installations, Bundles and Endpoints that read it run again."""
+        marker = inputs_marker("Secret", name, str(meta.get("resourceVersion", "")))
+        users = indexes["installations_by_secret"].get((namespace, name))
+        await self.nudge(INSTALLATION_PLURAL, namespace, users, marker)
+        bundles = indexes["bundles_by_object"].get(("Secret", namespace, name))
+        await self.nudge(BUNDLE_PLURAL, namespace, bundles, marker)
+        endpoints = secret_endpoints(namespace, users, indexes["endpoints_by_installation"], meta)
+        marker = inputs_marker("Secret", name, "deleted") if deleted else marker
+        await self.nudge(ENDPOINT_PLURAL, namespace, endpoints, marker)
+
+    async def peer_deleted(self, namespace: str, name: str, same_workspace: Iterable[Peer]) -> None:
+        """An installation refused as a duplicate of the deleted one may go ahead now."""
+        marker = inputs_marker("Peer", name, "deleted")
+        for peer in same_workspace:
+            if peer.name != name or peer.namespace != namespace:
+                await self.nudge(INSTALLATION_PLURAL, peer.namespace, [peer.name], marker)
+
+    async def installation_changed(
+        self, namespace: str, name: str, body: Mapping[str, Any] | None, endpoints: Iterable[str] | None
+    ) -> None:
+        """The Endpoints of an installation run again when what they depend on changes (its gateway
+        appears or goes, it moves to another platform); its other status writes leave them alone."""
+        marker = inputs_marker(
+            "BundleInstallation", name, installation_marker(None if body is None else dict(body))
+        )
+        for endpoint in sorted(set(endpoints or ())):
+            if self.endpoint_markers.get((namespace, endpoint)) != marker:
+                await self.nudge(ENDPOINT_PLURAL, namespace, [endpoint], marker)
+                self.endpoint_markers[(namespace, endpoint)] = marker
 
     def forget_endpoint(self, namespace: str, name: str) -> None:
         """The Endpoint is gone: so is the marker remembered for it."""

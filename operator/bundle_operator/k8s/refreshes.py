@@ -27,6 +27,11 @@ REGISTRY_CHANGED_RETRY_SECONDS = 60.0
 ENDPOINT_REFRESH_SECONDS = 30.0
 
 
+def has_registry_source(spec: kopf.Spec, **_: Any) -> bool:
+    """Whether a Bundle reads a registry record (kopf's filter of the refresh daemon)."""
+    return isinstance((spec.get("source") or {}).get("registry"), dict)
+
+
 def _gone(fresh: dict[str, Any], uid: str) -> bool:
     """The object read again is not the one the run is for any more, or is being deleted."""
     meta = fresh["metadata"]
