@@ -11,17 +11,15 @@ from typing import Any
 
 import kopf
 
-from bundle_operator.k8s.conditions import is_true
 from bundle_operator.k8s.diff_base import SpecDiffBase
 from bundle_operator.k8s.installation.inputs import BundleClaim, Peer, inputs_marker
-from bundle_operator.k8s.installation.peers import peers
+from bundle_operator.k8s.installation.peers import claim_of, peers, target_of
 from bundle_operator.k8s.installation.secret_holds import uninstall_secret
 from bundle_operator.k8s.installation.setup import referenced_secrets
 from bundle_operator.k8s.installation.state import LABEL_INSTALLATION
 from bundle_operator.k8s.installation.watch_cache import bundle_view, state_view
 from bundle_operator.k8s.nudges import bundle_inputs, referred_by
 from bundle_operator.k8s.process.metrics import ReconcileResult
-from bundle_operator.k8s.reconcile import platform_key
 from bundle_operator.k8s.refreshes import (
     ENDPOINT_REFRESH_SECONDS,
     has_registry_source,
@@ -103,12 +101,7 @@ async def installations_by_bundle(
 async def installations_by_target(
     namespace: str | None, name: str, spec: kopf.Spec, meta: kopf.Meta, memo: kopf.Memo, **_: Any
 ) -> dict[Any, Peer]:
-    url = runtime_of(memo).platform_url_of(spec)
-    workspace = spec.get("workspace") or ""
-    bundle_ref = (spec.get("bundleRef") or {}).get("name", "")
-    uid, created = meta.get("uid", ""), meta.get("creationTimestamp", "")
-    peer = Peer(namespace or "", name, uid, created, bundle_ref, platform_url=url, workspace=workspace)
-    return {(platform_key(url), workspace): peer}
+    return target_of(namespace or "", name, spec, meta, runtime_of(memo).platform_url_of(spec))
 
 
 @kopf.index(GROUP, VERSION, ENDPOINT_PLURAL, registry=REGISTRY)
@@ -122,14 +115,7 @@ async def endpoints_by_installation(
 async def bundle_claims(
     namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, **_: Any
 ) -> dict[Any, BundleClaim]:
-    bundle_name = status.get("bundleName")
-    if not isinstance(bundle_name, str):
-        # An inline document names its bundle before the Bundle's first run says so: a fleet
-        # applied at once would otherwise wait for its Bundles before checking for duplicates.
-        inline = (spec.get("source") or {}).get("inline")
-        bundle_name = inline.get("name") if isinstance(inline, dict) else None
-    named = bundle_name if isinstance(bundle_name, str) else None
-    return {(namespace, name): BundleClaim(True, named, stalled=is_true(dict(status), "Stalled"))}
+    return {(namespace, name): claim_of(spec, status)}
 
 
 @kopf.index(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)

@@ -1,7 +1,8 @@
 """Which installations share a workspace, and which of them came first to claim its bundles.
 
-The indexes come from kopf (``installations_by_target``, ``bundle_claims``); ``PeersView`` keeps
-the live ones for the drift clock, which runs outside any handler.
+The indexes come from kopf (``installations_by_target``, ``bundle_claims``, their entries made by
+``target_of`` and ``claim_of``); ``PeersView`` keeps the live ones for the drift clock, which runs
+outside any handler.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bundle_operator.k8s.conditions import is_true
 from bundle_operator.k8s.installation.inputs import BundleClaim, Peer
 from bundle_operator.k8s.reconcile import platform_key
 
@@ -56,6 +58,29 @@ def peers(spec: Mapping[str, Any], installations_by_target: Any, url_of: UrlOf) 
     """Every installation into the same workspace of the same platform."""
     key = (platform_key(url_of(spec)), spec.get("workspace") or "")
     return list(installations_by_target.get(key, []))
+
+
+def target_of(
+    namespace: str, name: str, spec: Mapping[str, Any], meta: Mapping[str, Any], url: str
+) -> dict[Any, Peer]:
+    """An installation as an ``installations_by_target`` entry, keyed by platform and workspace."""
+    workspace = spec.get("workspace") or ""
+    bundle_ref = (spec.get("bundleRef") or {}).get("name", "")
+    uid, created = meta.get("uid", ""), meta.get("creationTimestamp", "")
+    peer = Peer(namespace, name, uid, created, bundle_ref, platform_url=url, workspace=workspace)
+    return {(platform_key(url), workspace): peer}
+
+
+def claim_of(spec: Mapping[str, Any], status: Mapping[str, Any]) -> BundleClaim:
+    """What a Bundle claims, for ``bundle_claims``: the bundle it names, and whether it stalled."""
+    bundle_name = status.get("bundleName")
+    if not isinstance(bundle_name, str):
+        # An inline document names its bundle before the Bundle's first run says so: a fleet
+        # applied at once would otherwise wait for its Bundles before checking for duplicates.
+        inline = (spec.get("source") or {}).get("inline")
+        bundle_name = inline.get("name") if isinstance(inline, dict) else None
+    named = bundle_name if isinstance(bundle_name, str) else None
+    return BundleClaim(True, named, stalled=is_true(dict(status), "Stalled"))
 
 
 def bundle_claim(found: Any) -> BundleClaim:
