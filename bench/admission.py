@@ -36,7 +36,7 @@ from tests.documents import TOKEN_SETUP, bundle_document, github_mcp  # noqa: E4
 from tests.tls import throwaway_tls  # noqa: E402
 
 from bundle_operator.document.source import MAX_SOURCE_BYTES, data_size  # noqa: E402
-from bundle_operator.k8s.webhook import serve_webhook  # noqa: E402
+from bundle_operator.k8s.webhook.server import serve_webhook  # noqa: E402
 
 SKILL_BYTES = 4000
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from bundle_operator.k8s.run import main
+from bundle_operator.k8s.process.run import main
 
 sys.exit(main())

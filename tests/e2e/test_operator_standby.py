@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
-from bundle_operator.k8s.run import EXIT_LOST_LEASE
+from bundle_operator.k8s.process.run import EXIT_LOST_LEASE
 from tests.e2e.operator_harness import EXAMPLES, OperatorProcess, wait_ready
 from tests.e2e.test_operator_crash import creates_sent, installation_file, inventory, record, slow_creates
 from tests.integration.platform.platform_harness import PlatformProcess

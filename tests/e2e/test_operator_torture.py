@@ -28,7 +28,7 @@ import yaml
 
 from bundle_operator.devcluster import DevCluster, Kubectl, KubectlError, wait_until
 from bundle_operator.devcluster.kubectl import WaitTimeout
-from bundle_operator.k8s.state import LABEL_INSTALLATION
+from bundle_operator.k8s.installation.state import LABEL_INSTALLATION
 from tests.e2e.chaos import WEIGHTS, ChaosPlan, ChaosRun
 from tests.e2e.conftest import GITHUB_FILES
 from tests.e2e.operator_harness import (

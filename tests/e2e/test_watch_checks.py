@@ -9,7 +9,7 @@ import pytest
 
 from bundle_operator.devcluster import DevCluster, Kubectl
 from bundle_operator.k8s.kube import Kube, KubeError, load_connection
-from bundle_operator.k8s.watch_lag import Deliveries, WatchLag
+from bundle_operator.k8s.process.watch_lag import Deliveries, WatchLag
 from tests.e2e.operator_harness import EXAMPLES
 
 pytestmark = pytest.mark.e2e

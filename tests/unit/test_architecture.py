@@ -27,6 +27,7 @@ FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
     "mcpb": {"kopf", "kubernetes", "aiohttp"},
     "engine": {"kopf", "kubernetes", "aiohttp"},
     "registry": {"kopf", "kubernetes", "aiohttp"},
+    "sources": {"kopf", "kubernetes", "aiohttp"},
     "platform": {"kopf", "kubernetes", "aiohttp.web"},
     "reference_platform": {"kopf", "kubernetes"},
 }
@@ -247,3 +248,50 @@ def test_the_docstring_reader_finds_module_names() -> None:
 def test_each_package_docstring_names_only_modules_that_exist(package: Path) -> None:
     stale = _stale_names(package)
     assert not stale, f"{package.relative_to(PACKAGE.parent)}/__init__.py names what does not exist: {stale}"
+
+
+HANDLERS = PACKAGE / "k8s" / "handlers.py"
+
+
+def _not_registrations(path: Path) -> list[str]:
+    """What a module of kopf registrations holds besides them: a class, a function no ``kopf.``
+    decorator registers, or a module-level name bound to anything but a constant or the registry."""
+    found: list[str] = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef):
+            found.append(f"class {node.name} (line {node.lineno})")
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            decorators = [ast.unparse(d) for d in node.decorator_list]
+            if not any(d.startswith("kopf.") for d in decorators):
+                found.append(f"def {node.name} (line {node.lineno}) is registered with no kopf decorator")
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            constant = all(name.isupper() for name in names) and not isinstance(
+                node.value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp | ast.SetComp
+            )
+            if not names or not constant:
+                found.append(f"{ast.unparse(node)[:60]} (line {node.lineno}): mutable module state")
+    return found
+
+
+def test_handlers_hold_only_kopf_registrations() -> None:
+    # The composition root, the run envelope, peers, nudges and the diff base live in modules of
+    # their own; state a handler needs travels in kopf's memo, never in a module global.
+    assert _not_registrations(HANDLERS) == []
+
+
+def test_the_registration_check_finds_what_is_not_one(tmp_path: Path) -> None:
+    module = tmp_path / "handlers.py"
+    module.write_text(
+        "import kopf\nREGISTRY = kopf.OperatorRegistry()\nSEEN = {}\n"
+        "class Runtime: ...\n"
+        "def helper(): ...\n"
+        "@kopf.on.create('g', 'v1', 'x', registry=REGISTRY)\nasync def created(**_): ...\n",
+        encoding="utf-8",
+    )
+    assert [f.split(" (")[0] for f in _not_registrations(module)] == [
+        "SEEN = {}",
+        "class Runtime",
+        "def helper",
+    ]

@@ -24,7 +24,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from bundle_operator import cli
-from bundle_operator.k8s import run
+from bundle_operator.k8s.process import options as run_options
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -301,8 +301,8 @@ def test_the_default_command_is_valid_operator_flags(final: Stage, monkeypatch: 
     (cmd,) = final.of("CMD")
     assert cmd.args.startswith("["), "exec form"
     parser = argparse.ArgumentParser(prog="python -m bundle_operator")
-    run.add_arguments(parser)
-    options = run.options_from(parser.parse_args(cmd.operands()))
+    run_options.add_arguments(parser)
+    options = run_options.options_from(parser.parse_args(cmd.operands()))
     assert options.all_namespaces
     exposed = {int(port) for i in final.of("EXPOSE") for port in i.operands()}
     assert {options.metrics_port, options.health_port} == exposed, "EXPOSE the ports the command serves"

@@ -38,11 +38,11 @@ from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.engine.analyze import analyze_offline
 from bundle_operator.engine.preview import Preview
 from bundle_operator.fetch import sha256_hex
-from bundle_operator.k8s.registry_source import resolve_registry
-from bundle_operator.k8s.resources import RegistrySource
-from bundle_operator.k8s.source_fetch import fetch_error
-from bundle_operator.k8s.source_types import SourceError, SourceSettings
 from bundle_operator.registry.names import LATEST
+from bundle_operator.sources.downloads import fetch_error
+from bundle_operator.sources.models import RegistrySource
+from bundle_operator.sources.registry_source import resolve_registry
+from bundle_operator.sources.resolution import SourceError, SourceSettings
 
 EXIT_OK, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2
 

@@ -19,11 +19,10 @@ from bundle_operator.k8s.resources import (
     API_VERSION,
     BundleInstallationSpec,
     BundleRef,
-    BundleSource,
     BundleSpec,
-    LocalObjectKeyRef,
     SetupValue,
 )
+from bundle_operator.sources.models import BundleSource, LocalObjectKeyRef
 
 _NAME_MAX = 63
 

@@ -17,14 +17,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         description="Watch Bundles and BundleInstallations and install them into the platform. Reads "
         "the cluster from KUBECONFIG or the in-cluster service account; stops cleanly on SIGTERM.",
     )
-    from bundle_operator.k8s.run import add_arguments
+    from bundle_operator.k8s.process.options import add_arguments
 
     add_arguments(run)
     run.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bundle_operator.k8s.run import options_from, run_operator
+    from bundle_operator.k8s.process.options import options_from
+    from bundle_operator.k8s.process.run import run_operator
 
     asyncio.run(run_operator(options_from(args)))
     return 0

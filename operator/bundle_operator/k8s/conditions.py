@@ -25,6 +25,15 @@ class Cond:
     message: str = ""
 
 
+class Failing(Exception):
+    """A failure a condition reports: a CamelCase reason and a message for a person."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
 def true(type_: str, reason: str, message: str = "") -> Cond:
     """A True condition."""
     return Cond(type_, "True", reason, message)

@@ -11,6 +11,7 @@ import copy
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -366,47 +367,54 @@ _READY_COLUMNS = [
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
 
-def _crd(
-    kind: str,
-    plural: str,
-    short_name: str,
-    description: str,
-    spec: Schema,
-    status: Schema,
-    columns: list[Schema],
-    validations: list[Schema] | None = None,
-) -> Schema:
+@dataclass(frozen=True)
+class Kind:
+    """What sets one custom resource's CRD apart from the others."""
+
+    kind: str
+    plural: str
+    short_name: str
+    description: str
+    spec: type[BaseModel]
+    status: type[BaseModel]
+    columns: list[Schema]
+    validations: list[Schema] = field(default_factory=list)
+    # Schemas put in place of the models' own at these paths.
+    overrides: Mapping[str, Schema] = field(default_factory=dict)
+
+
+def _crd(of: Kind) -> Schema:
     root: Schema = {
         "type": "object",
-        "description": description,
+        "description": of.description,
         "properties": {
             "apiVersion": {
                 "type": "string",
                 "description": f"The versioned schema of this object: {resources.API_VERSION}.",
             },
-            "kind": {"type": "string", "description": f"{kind}."},
+            "kind": {"type": "string", "description": f"{of.kind}."},
             # The apiserver refuses anything else on metadata, a description too.
             "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
+            "spec": model_schema(of.spec, "spec", of.overrides),
+            "status": model_schema(of.status, "status"),
         },
         "required": ["spec"],
     }
-    if validations:
-        root["x-kubernetes-validations"] = validations
+    if of.validations:
+        root["x-kubernetes-validations"] = of.validations
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{resources.GROUP}"},
+        "metadata": {"name": f"{of.plural}.{resources.GROUP}"},
         "spec": {
             "group": resources.GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": kind,
-                "listKind": f"{kind}List",
-                "plural": plural,
-                "singular": kind.lower(),
-                "shortNames": [short_name],
+                "kind": of.kind,
+                "listKind": f"{of.kind}List",
+                "plural": of.plural,
+                "singular": of.kind.lower(),
+                "shortNames": [of.short_name],
                 "categories": ["bundles"],
             },
             "versions": [
@@ -415,7 +423,7 @@ def _crd(
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": columns,
+                    "additionalPrinterColumns": of.columns,
                     "schema": {"openAPIV3Schema": root},
                 }
             ],
@@ -425,7 +433,6 @@ def _crd(
 
 def bundle_crd() -> Schema:
     """The Bundle CRD: a catalog item, its document typed field by field."""
-    spec = model_schema(resources.BundleSpec, "spec", {"spec.source.inline": document_schema()})
     columns = [
         *_READY_COLUMNS,
         _column("Version", ".status.version", "The document's version."),
@@ -434,13 +441,23 @@ def bundle_crd() -> Schema:
         _column("Digest", ".status.digest", "sha256 of the canonical document.", wide=True),
     ]
     description = "A bundle of AI-agent configuration, as a catalog item: nothing is installed by it alone."
-    status = model_schema(resources.BundleStatus, "status")
-    return _crd("Bundle", resources.BUNDLE_PLURAL, "bdl", description, spec, status, columns)
+    inline = {"spec.source.inline": document_schema()}
+    return _crd(
+        Kind(
+            "Bundle",
+            resources.BUNDLE_PLURAL,
+            "bdl",
+            description,
+            resources.BundleSpec,
+            resources.BundleStatus,
+            columns,
+            overrides=inline,
+        )
+    )
 
 
 def installation_crd() -> Schema:
     """The BundleInstallation CRD."""
-    spec = model_schema(resources.BundleInstallationSpec, "spec")
     columns = [
         *_READY_COLUMNS,
         _column("Version", ".status.installedVersion", "The installed version."),
@@ -451,13 +468,14 @@ def installation_crd() -> Schema:
         _column("Bundle", ".spec.bundleRef.name", "The Bundle installed.", wide=True),
     ]
     description = "A Bundle installed into one workspace of a platform."
-    status = model_schema(resources.BundleInstallationStatus, "status")
-    return _crd("BundleInstallation", resources.INSTALLATION_PLURAL, "bi", description, spec, status, columns)
+    spec, status = resources.BundleInstallationSpec, resources.BundleInstallationStatus
+    return _crd(
+        Kind("BundleInstallation", resources.INSTALLATION_PLURAL, "bi", description, spec, status, columns)
+    )
 
 
 def endpoint_crd() -> Schema:
     """The Endpoint CRD: an installation's gateway served at a URL named after the resource."""
-    spec = model_schema(resources.EndpointSpec, "spec")
     columns = [
         *_READY_COLUMNS,
         _AGE,
@@ -465,14 +483,16 @@ def endpoint_crd() -> Schema:
         _column("Installation", ".spec.installationRef.name", "The BundleInstallation exposed.", wide=True),
     ]
     description = "The gateway of a BundleInstallation, served as one MCP endpoint at {gateway}/{name}/mcp."
-    status = model_schema(resources.EndpointStatus, "status")
     # The name is the endpoint's URL path segment on the platform, which allows no dots.
     name_rule = {
         "rule": f"self.metadata.name.matches('{resources.ENDPOINT_NAME_PATTERN}')",
         "message": "metadata.name is the endpoint's URL path segment: at most 64 letters, digits, "
         "'-' or '_', no dots",
     }
-    return _crd("Endpoint", resources.ENDPOINT_PLURAL, "bep", description, spec, status, columns, [name_rule])
+    spec, status = resources.EndpointSpec, resources.EndpointStatus
+    return _crd(
+        Kind("Endpoint", resources.ENDPOINT_PLURAL, "bep", description, spec, status, columns, [name_rule])
+    )
 
 
 def render() -> dict[str, str]:

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from bundle_operator.k8s.metrics import METRICS, kube_resource
+from bundle_operator.k8s.process.metrics import METRICS, kube_resource
 from bundle_operator.k8s.resources import API_VERSION, INSTALLATION_PLURAL
 
 # The list as metadata only: a check of versions need not carry every spec and status.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from bundle_operator.k8s.resources import LocalObjectKeyRef
+from bundle_operator.k8s.conditions import Failing
+from bundle_operator.sources.models import LocalObjectKeyRef
 
 
 class SecretReader(Protocol):
@@ -14,13 +15,11 @@ class SecretReader(Protocol):
         """The Secret as the API returns it (``data`` base64), or None when it is missing."""
 
 
-class KeyMissing(Exception):
+class KeyMissing(Failing):
     """The object, or its key, does not exist; the message names the field, object and key."""
 
     def __init__(self, reason: str, message: str, *, object_missing: bool) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
+        super().__init__(reason, message)
         self.object_missing = object_missing
 
     def hinted(self, object_hint: str, key_hint: str) -> str:

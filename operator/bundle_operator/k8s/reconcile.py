@@ -1,9 +1,9 @@
 """What every reconcile shares: how a run ends (``Done``, ``Retry``), the status it builds, the
 settings it reads, and how it reaches the platform an installation names.
 
-A reconcile is a sequence of named steps (see installation.py and endpoint.py). A step returns
-what the next step needs, or ``Done`` when the run ends there with its status written; a
-temporary failure raises ``Retry`` for the handler to schedule. No kopf types here.
+A reconcile is a sequence of named steps (see installation/reconciler.py and endpoint/reconciler.py).
+A step returns what the next step needs, or ``Done`` when the run ends there with its status
+written; a temporary failure raises ``Retry`` for the handler to schedule. No kopf types here.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s.installation.setup import SetupProblem, secret_value
 from bundle_operator.k8s.kube import Kube, KubeError
-from bundle_operator.k8s.metrics import ReconcileResult
 from bundle_operator.k8s.object_keys import SecretReader
 from bundle_operator.k8s.platforms import PlatformPool
+from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.resources import BundleInstallationSpec
-from bundle_operator.k8s.setup import SetupProblem, secret_value
-from bundle_operator.k8s.source_types import SourceSettings
 from bundle_operator.platform.errors import NotFound, PlatformError, PreconditionFailed, Unavailable
 from bundle_operator.platform.protocol import PlatformAPI
+from bundle_operator.sources.resolution import SourceSettings
 
 ANNOTATION_PAUSED = "bundle-operator.dev/paused"
 

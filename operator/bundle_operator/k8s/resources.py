@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field
 
-from bundle_operator.registry.names import (
-    LATEST,
-    REGISTRY_URL_PATTERN,
-    SERVER_NAME_MAX,
-    SERVER_NAME_PATTERN,
-    VERSION_MAX,
-    VERSION_PATTERN,
+from bundle_operator.sources.models import (
+    BundleSource,
+    LocalObjectKeyRef,
+    SignatureStatus,
+    SourceStatus,
 )
+from bundle_operator.sources.models import ResourceModel as _Model
+from bundle_operator.sources.models import cel as _cel
 
 GROUP = "bundle-operator.dev"
 VERSION = "v1alpha1"
@@ -28,11 +27,6 @@ API_VERSION = f"{GROUP}/{VERSION}"
 BUNDLE_PLURAL = "bundles"
 INSTALLATION_PLURAL = "bundleinstallations"
 ENDPOINT_PLURAL = "endpoints"
-
-
-def _cel(rule: str, message: str) -> dict[str, Any]:
-    """A CRD validation rule, for ``json_schema_extra``."""
-    return {"x-kubernetes-validations": [{"rule": rule, "message": message}]}
 
 
 def _immutable(what: str, kind: str = "BundleInstallation") -> dict[str, Any]:
@@ -44,18 +38,7 @@ def _immutable(what: str, kind: str = "BundleInstallation") -> dict[str, Any]:
 _CONDITIONS: dict[str, Any] = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
-
-
 # ----------------------------------------------------------------------------------------- shared
-
-
-class LocalObjectKeyRef(_Model):
-    """A key of a ConfigMap or Secret in the resource's own namespace."""
-
-    name: str = Field(min_length=1, max_length=253, description="The object's name, in the same namespace.")
-    key: str = Field(min_length=1, max_length=253, description="The key inside the object's data.")
 
 
 class Condition(_Model):
@@ -73,6 +56,14 @@ class Condition(_Model):
     )
 
 
+class _Status(_Model):
+    """A resource's status: the generation it was computed for comes first."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this status was computed for."
+    )
+
+
 class StatusIssue(_Model):
     """One finding of analyze, as the CLI's JSON contract has it, in Kubernetes casing."""
 
@@ -87,108 +78,6 @@ class StatusIssue(_Model):
 
 
 # ----------------------------------------------------------------------------------------- Bundle
-
-
-class UrlSource(_Model):
-    """A bundle document fetched over HTTPS, checked against a SHA-256."""
-
-    url: str = Field(min_length=1, description="Where the document is fetched from (https; 5 MB cap).")
-    sha256: str = Field(
-        pattern=r"^[0-9a-f]{64}$", description="The SHA-256 of the fetched bytes, 64 lowercase hex digits."
-    )
-
-
-class McpbSource(_Model):
-    """A .mcpb archive, read and verified by the archive reader and converted to a bundle."""
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "[has(self.url), has(self.configMapRef), has(self.secretRef)]"
-                    ".filter(x, x).size() == 1",
-                    "message": "exactly one archive: url, configMapRef or secretRef",
-                },
-                {"rule": "!has(self.url) || has(self.sha256)", "message": "mcpb.url requires sha256"},
-            ]
-        }
-    )
-
-    url: str | None = Field(default=None, description="Where the archive is fetched from; needs sha256.")
-    sha256: str | None = Field(
-        default=None, pattern=r"^[0-9a-f]{64}$", description="The SHA-256 of the archive's bytes."
-    )
-    config_map_ref: LocalObjectKeyRef | None = Field(
-        default=None, description="A ConfigMap whose binaryData key holds the archive."
-    )
-    secret_ref: LocalObjectKeyRef | None = Field(
-        default=None, description="A Secret whose data key holds the archive."
-    )
-    require_signature: bool = Field(
-        default=False, description="Refuse an archive that carries no valid MCPB signature."
-    )
-    trusted_fingerprints: list[str] = Field(
-        default_factory=list,
-        description="SHA-256 fingerprints (hex) of signer certificates to accept; empty accepts any signer.",
-    )
-
-
-class RegistrySource(_Model):
-    """An MCP Registry record whose .mcpb package is downloaded, checked and converted (DESIGN.md §9.3)."""
-
-    url: str = Field(
-        pattern=REGISTRY_URL_PATTERN,
-        max_length=2048,
-        description="The registry's base URL (https), e.g. https://registry.modelcontextprotocol.io.",
-    )
-    server: str = Field(
-        pattern=SERVER_NAME_PATTERN,
-        min_length=3,
-        max_length=SERVER_NAME_MAX,
-        description="The server's name in the registry, namespace/name (e.g. io.github.owner/name).",
-    )
-    version: str = Field(
-        default=LATEST,
-        pattern=VERSION_PATTERN,
-        max_length=VERSION_MAX,
-        description="The version to install, or latest (read again every refreshInterval).",
-    )
-    file_sha256: str | None = Field(
-        default=None,
-        pattern=r"^[0-9a-f]{64}$",
-        description="The archive's SHA-256 for a record that gives none; must equal the record's if both do.",
-    )
-    refresh_interval: str = Field(
-        default="1h",
-        pattern=r"^([0-9]+(s|m|h))+$",
-        description="How often the record is read again (a new latest version, a deprecation, a deletion).",
-    )
-
-
-class BundleSource(_Model):
-    """Where the bundle document comes from: exactly one of inline, configMapRef, url, mcpb, registry."""
-
-    model_config = ConfigDict(
-        json_schema_extra=_cel(
-            "[has(self.inline), has(self.configMapRef), has(self.url), has(self.mcpb), has(self.registry)]"
-            ".filter(x, x).size() == 1",
-            "exactly one source: inline, configMapRef, url, mcpb or registry",
-        )
-    )
-
-    # `make crds` types this field by the document's own models (bundle_operator.document.models).
-    inline: dict[str, Any] | None = Field(
-        default=None,
-        description="The bundle document itself (schema_version 0.1.0 or 0.2.0), field by field.",
-    )
-    config_map_ref: LocalObjectKeyRef | None = Field(
-        default=None, description="A ConfigMap key holding the document as YAML or JSON."
-    )
-    url: UrlSource | None = Field(default=None, description="A document fetched over HTTPS.")
-    mcpb: McpbSource | None = Field(default=None, description="A .mcpb archive converted to a bundle.")
-    registry: RegistrySource | None = Field(
-        default=None, description="An MCP Registry record whose .mcpb package is converted to a bundle."
-    )
 
 
 class BundleSpec(_Model):
@@ -223,30 +112,9 @@ class SetupFieldStatus(_Model):
     description: str | None = Field(default=None, description="What the value is for.")
 
 
-class SignatureStatus(_Model):
-    """The MCPB signature of an archive source."""
-
-    status: Literal["Signed", "Unsigned"] = Field(description="Signed or Unsigned (refused archives stall).")
-    subject: str | None = Field(default=None, description="The signer certificate's subject.")
-    fingerprint_sha256: str | None = Field(default=None, description="The signer certificate's SHA-256.")
-
-
-class SourceStatus(_Model):
-    """What a registry source resolved to: the record and the archive that were used."""
-
-    registry: str = Field(description="The registry's base URL.")
-    server: str = Field(description="The server's name in the registry.")
-    version: str = Field(description="The version used (for latest, the version it resolved to).")
-    package_url: str = Field(description="The .mcpb package's URL, without its query string.")
-    sha256: str = Field(description="The SHA-256 the downloaded archive was checked against.")
-
-
-class BundleStatus(_Model):
+class BundleStatus(_Status):
     """What the operator found in the source."""
 
-    observed_generation: int | None = Field(
-        default=None, description="The metadata.generation this status was computed for."
-    )
     digest: str | None = Field(default=None, description="sha256 of the canonical document.")
     bundle_name: str | None = Field(default=None, description="The document's name.")
     version: str | None = Field(default=None, description="The document's version.")
@@ -458,12 +326,9 @@ class DriftStatus(_Model):
     paths: list[str] = Field(default_factory=list, description="JSON Pointers to the fields that differ.")
 
 
-class BundleInstallationStatus(_Model):
+class BundleInstallationStatus(_Status):
     """What is installed, what an install would do, and whether the platform still matches."""
 
-    observed_generation: int | None = Field(
-        default=None, description="The metadata.generation this status was computed for."
-    )
     installed_digest: str | None = Field(default=None, description="sha256 of the installed document.")
     installed_version: str | None = Field(default=None, description="The installed document's version.")
     preview: Preview | None = Field(default=None, description="What an install would do, before it writes.")
@@ -614,12 +479,9 @@ class EndpointMember(_Model):
     message: str = Field(default="", description="Why the member is unhealthy; empty when healthy.")
 
 
-class EndpointStatus(_Model):
+class EndpointStatus(_Status):
     """Where the endpoint is served and what it serves."""
 
-    observed_generation: int | None = Field(
-        default=None, description="The metadata.generation this status was computed for."
-    )
     url: str | None = Field(default=None, description="Where MCP clients connect.")
     presented_tools: list[str] = Field(
         default_factory=list,

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bundle_operator.k8s.sources import clear_cache
+from bundle_operator.k8s.bundle.sources import clear_cache
 
 
 @pytest.fixture

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from bundle_operator.k8s.bundle_status import bundle_status_fields
-from bundle_operator.k8s.registry_source import pinned, resolve_registry
-from bundle_operator.k8s.resources import BundleSource, RegistrySource, SourceStatus
-from bundle_operator.k8s.sources import Resolved, SourceError, SourceSettings, clear_cache, resolve
+from bundle_operator.k8s.bundle.sources import Resolved, SourceError, SourceSettings, clear_cache, resolve
+from bundle_operator.k8s.bundle.status import bundle_status_fields
+from bundle_operator.sources.models import BundleSource, RegistrySource, SourceStatus
+from bundle_operator.sources.registry_source import pinned, resolve_registry
 from tests.registry_stub import StubRegistry, archive, record_of, stub_registry
 from tests.unit.mcpb.craft import make_signer, sign_bytes
 

@@ -27,9 +27,10 @@ import yaml
 from bundle_operator.document.issues import Code as IssueCode
 from bundle_operator.document.issues import Issue, blocking, warning
 from bundle_operator.document.parse import parse_bundle_text
-from bundle_operator.k8s.bundle_status import bundle_status_fields, status_issues
-from bundle_operator.k8s.resources import BundleSource, BundleStatus
-from bundle_operator.k8s.sources import Resolved, SourceError, SourceSettings, resolve
+from bundle_operator.k8s.bundle.sources import Resolved, SourceError, SourceSettings, resolve
+from bundle_operator.k8s.bundle.status import bundle_status_fields, status_issues
+from bundle_operator.k8s.resources import BundleStatus
+from bundle_operator.sources.models import BundleSource
 from tests.integration.mcpb.test_mcpb_official_cli import MANIFEST as NOTES_MANIFEST
 from tests.integration.mcpb.test_mcpb_official_cli import (
     MCPB,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bundle_operator.k8s.admission import admission_response, review
+from bundle_operator.k8s.webhook.admission import admission_response, review
 from tests.documents import bundle_document
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bundle_operator.k8s.drift_clock import DriftClock, drift_slot, trimmed
+from bundle_operator.k8s.installation.drift_clock import DriftClock, drift_slot, trimmed
 from bundle_operator.k8s.reconcile import Retry
 
 URL = "http://platform"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bundle_operator.k8s.handlers import drift_slot
+from bundle_operator.k8s.installation.drift_clock import drift_slot
 
 
 @given(now=st.floats(min_value=0, max_value=1e7), interval=st.floats(min_value=5, max_value=86400))

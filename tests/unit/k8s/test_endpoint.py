@@ -14,16 +14,16 @@ import pytest
 from pydantic import SecretStr
 
 from bundle_operator.k8s import conditions as cond
-from bundle_operator.k8s.endpoint import EndpointReconciler, idempotency_key, wanted_update
-from bundle_operator.k8s.endpoint_secret import (
+from bundle_operator.k8s.endpoint.reconciler import EndpointReconciler, idempotency_key, wanted_update
+from bundle_operator.k8s.endpoint.secret import (
     ANNOTATION_ENDPOINT_ID,
     ANNOTATION_ROTATE,
     ANNOTATION_ROTATED_FOR,
     key_needed,
     secret_body,
 )
-from bundle_operator.k8s.endpoint_status import ready_conditions, served_view
-from bundle_operator.k8s.endpoint_target import gateway_id, installation_marker
+from bundle_operator.k8s.endpoint.status import ready_conditions, served_view
+from bundle_operator.k8s.endpoint.target import gateway_id, installation_marker
 from bundle_operator.k8s.kube import KubeError
 from bundle_operator.k8s.reconcile import OperatorSettings, Retry
 from bundle_operator.k8s.resources import API_VERSION, EndpointSpec

@@ -9,8 +9,8 @@ import asyncio
 import httpx
 import pytest
 
-from bundle_operator.k8s.health import Liveness, serve_health, ticking
-from bundle_operator.k8s.watch_lag import Deliveries, WatchLag
+from bundle_operator.k8s.process.health import Liveness, serve_health, ticking
+from bundle_operator.k8s.process.watch_lag import Deliveries, WatchLag
 
 
 class Clock:

@@ -24,9 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from bundle_operator.k8s import run
 from bundle_operator.k8s.kube import Connection, Kube, KubeError
-from bundle_operator.k8s.leader import (
+from bundle_operator.k8s.process import options as run_options
+from bundle_operator.k8s.process import run
+from bundle_operator.k8s.process.leader import (
     LEASE_API_VERSION,
     KubeLeases,
     LeaderElector,
@@ -38,7 +39,7 @@ from bundle_operator.k8s.leader import (
     lease_timing_problem,
     micro_time,
 )
-from bundle_operator.k8s.metrics import Metrics
+from bundle_operator.k8s.process.metrics import Metrics
 
 NS = "operators"
 NAME = "bundle-operator"
@@ -361,7 +362,7 @@ def test_keep_leading_loses_the_lease_at_the_renew_deadline_when_the_api_is_unre
     started = clock.now
     leases.unreachable.add("pod-a")
     with (
-        caplog.at_level(logging.INFO, "bundle_operator.k8s.leader"),
+        caplog.at_level(logging.INFO, "bundle_operator.k8s.process.leader"),
         pytest.raises(LostLease, match="deadline"),
     ):
         asyncio.run(a.elector.keep_leading())
@@ -424,7 +425,7 @@ def test_release_hands_the_lease_to_a_standby_at_its_next_try(
     a, b = candidate(leases, "pod-a", clock), candidate(leases, "pod-b", clock)
     assert attempt(a)
     assert not attempt(b)
-    with caplog.at_level(logging.INFO, "bundle_operator.k8s.leader"):
+    with caplog.at_level(logging.INFO, "bundle_operator.k8s.process.leader"):
         assert asyncio.run(a.elector.release())
     spec = leases.spec()
     assert spec["holderIdentity"] == "" and spec["leaseDurationSeconds"] == 1
@@ -610,25 +611,25 @@ def test_micro_time_has_six_fractional_digits_in_utc() -> None:
 
 def _parse(*flags: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    run.add_arguments(parser)
+    run_options.add_arguments(parser)
     return parser.parse_args(["--namespace", "apps", *flags])
 
 
 def test_flags_default_to_a_single_replica_without_election() -> None:
-    assert run.options_from(_parse()).leader_election is None
+    assert run_options.options_from(_parse()).leader_election is None
 
 
 def test_flags_with_leader_election_default_like_controller_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POD_NAMESPACE", "bundle-system")
-    election = run.options_from(_parse("--leader-election")).leader_election
-    assert election == run.LeaderElectionOptions(
+    election = run_options.options_from(_parse("--leader-election")).leader_election
+    assert election == run_options.LeaderElectionOptions(
         namespace="bundle-system",
         lease_id="bundle-operator",
         lease_seconds=15,
         renew_seconds=10.0,
         retry_seconds=2.0,
     )
-    election = run.options_from(
+    election = run_options.options_from(
         _parse(
             "--leader-election",
             "--leader-election-namespace",
@@ -643,12 +644,12 @@ def test_flags_with_leader_election_default_like_controller_runtime(monkeypatch:
             "1",
         )
     ).leader_election
-    assert election == run.LeaderElectionOptions("ops", "bundles-eu", 8, 5.0, 1.0)
+    assert election == run_options.LeaderElectionOptions("ops", "bundles-eu", 8, 5.0, 1.0)
 
 
 def test_flags_refuse_a_renew_deadline_not_shorter_than_the_lease() -> None:
     with pytest.raises(SystemExit, match="lease duration"):
-        run.options_from(_parse("--leader-election", "--leader-election-renew-seconds", "15"))
+        run_options.options_from(_parse("--leader-election", "--leader-election-renew-seconds", "15"))
 
 
 def test_readiness_of_a_standby_follows_its_contact_with_the_lease(

@@ -14,7 +14,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from bundle_operator.k8s.metrics import (
+from bundle_operator.k8s.process.metrics import (
     InstallationGauges,
     InstrumentedTransport,
     Metrics,
@@ -241,7 +241,7 @@ def test_installation_gauges_forget_deleted_installations(metrics: Metrics) -> N
 
 
 def test_kube_requests_are_labelled_by_resource_never_by_namespace_or_name() -> None:
-    from bundle_operator.k8s.metrics import kube_resource
+    from bundle_operator.k8s.process.metrics import kube_resource
 
     assert kube_resource("/api/v1/namespaces/team-a/secrets/token") == "secrets"
     assert (

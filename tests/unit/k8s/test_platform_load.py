@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from bundle_operator.k8s.metrics import PlatformLoad
 from bundle_operator.k8s.platforms import PlatformPool
+from bundle_operator.k8s.process.metrics import PlatformLoad
 from bundle_operator.platform.gate import CALLER, Outcome
 from bundle_operator.platform.sharing import READ_POLICY, ReadPolicy
 

@@ -15,10 +15,16 @@ import pytest
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.engine.record import Record, secret_hash
 from bundle_operator.k8s import conditions as cond
-from bundle_operator.k8s.handlers import SpecDiffBase, parse_interval
+from bundle_operator.k8s.diff_base import SpecDiffBase
+from bundle_operator.k8s.installation.drift_clock import parse_interval
+from bundle_operator.k8s.installation.setup import SetupProblem, read_setup, referenced_secrets
+from bundle_operator.k8s.installation.state import (
+    decode_record,
+    encode_record,
+    projected_size,
+    state_secret_name,
+)
 from bundle_operator.k8s.resources import BundleInstallationSpec
-from bundle_operator.k8s.setup import SetupProblem, read_setup, referenced_secrets
-from bundle_operator.k8s.state import decode_record, encode_record, projected_size, state_secret_name
 from tests.documents import bundle_document
 
 BUNDLE = parse_bundle_text(

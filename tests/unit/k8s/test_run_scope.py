@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from bundle_operator.k8s.run import add_arguments, exact_namespaces, options_from
+from bundle_operator.k8s.process.options import add_arguments, options_from
+from bundle_operator.k8s.process.run import exact_namespaces
 
 
 def options(*flags: str) -> bool:

@@ -4,16 +4,12 @@ installations all day must not grow the operator by a lock and two timestamps ea
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
 
-from bundle_operator.k8s.handlers import Runtime
+from bundle_operator.k8s.envelope import Envelope
 
 
-def runtime() -> Runtime:
-    nothing = cast(Any, None)
-    return Runtime(
-        kube=nothing, installations=nothing, bundles=nothing, liveness=nothing, default_platform_url=None
-    )
+def runtime() -> Envelope:
+    return Envelope()
 
 
 def test_a_deleted_objects_lock_and_times_are_forgotten() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bundle_operator.k8s import conditions as cond
-from bundle_operator.k8s import installation
+from bundle_operator.k8s.installation import reconciler as installation
 from bundle_operator.k8s.reconcile import StatusDraft
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bundle_operator.k8s.watch_cache import (
+from bundle_operator.k8s.installation.watch_cache import (
     MISS,
     Bundles,
     ReferencedSecrets,

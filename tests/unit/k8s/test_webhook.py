@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bundle_operator.k8s import webhook
-from bundle_operator.k8s.webhook import MAX_BODY_BYTES, serve_webhook
+from bundle_operator.k8s.webhook import server as webhook
+from bundle_operator.k8s.webhook.server import MAX_BODY_BYTES, serve_webhook
 from tests.documents import bundle_document
 from tests.tls import TlsFiles, throwaway_tls
 

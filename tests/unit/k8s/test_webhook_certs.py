@@ -12,7 +12,7 @@ import pytest
 from cryptography import x509
 
 from bundle_operator.k8s.kube import KubeError
-from bundle_operator.k8s.webhook_certs import (
+from bundle_operator.k8s.webhook.certs import (
     CONFIGURATIONS,
     RENEW_BEFORE,
     VALIDITY,

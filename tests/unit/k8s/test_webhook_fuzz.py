@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bundle_operator.k8s import webhook
+from bundle_operator.k8s.webhook import server as webhook
 from tests.documents import bundle_document
 
 TOKEN = "ghp_" + "Fz7Yk2Qm" * 5

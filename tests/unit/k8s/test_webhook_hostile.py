@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bundle_operator.k8s.webhook import serve_webhook
+from bundle_operator.k8s.webhook.server import serve_webhook
 from tests.documents import bundle_document
 from tests.tls import throwaway_tls
 

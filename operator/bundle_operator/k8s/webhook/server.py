@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bundle_operator.k8s.admission import (
+from bundle_operator.k8s.webhook.admission import (
     ANALYSIS,
     BundleReader,
     Verdict,

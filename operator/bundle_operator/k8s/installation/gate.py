@@ -16,8 +16,8 @@ from bundle_operator.engine.drift import drift_from
 from bundle_operator.engine.plan import Plan
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.events import Events
-from bundle_operator.k8s.installation_inputs import Inputs
-from bundle_operator.k8s.installation_status import (
+from bundle_operator.k8s.installation.inputs import Inputs
+from bundle_operator.k8s.installation.status import (
     InstallationStatus,
     analyzed_message,
     awaiting_message,

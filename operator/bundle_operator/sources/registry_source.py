@@ -11,19 +11,19 @@ not downloaded again, and then the second read has nothing to guard.
 from __future__ import annotations
 
 from bundle_operator.fetch import shown_text as shown_url
-from bundle_operator.k8s.resources import RegistrySource, SourceStatus
-from bundle_operator.k8s.source_archives import (
+from bundle_operator.registry.client import RegistryClient, RegistryError
+from bundle_operator.registry.names import LATEST, InvalidName
+from bundle_operator.registry.records import Installable, Record, installable
+from bundle_operator.sources.archives import (
     CACHE_MAX_ENTRIES,
     SignaturePolicy,
     accept,
     archive_from_url,
     cached_download,
 )
-from bundle_operator.k8s.source_fetch import allowed_networks
-from bundle_operator.k8s.source_types import BoundedCache, Resolved, SourceError, SourceSettings
-from bundle_operator.registry.client import RegistryClient, RegistryError
-from bundle_operator.registry.names import LATEST, InvalidName
-from bundle_operator.registry.records import Installable, Record, installable
+from bundle_operator.sources.downloads import allowed_networks
+from bundle_operator.sources.models import RegistrySource, SourceStatus
+from bundle_operator.sources.resolution import BoundedCache, Resolved, SourceError, SourceSettings
 
 FIELD = "spec.source.registry"
 _POLICY = SignaturePolicy(field=FIELD)

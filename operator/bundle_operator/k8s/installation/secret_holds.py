@@ -12,11 +12,15 @@ naming it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from bundle_operator.k8s.installation.setup import token_secret
 from bundle_operator.k8s.kube import Kube, KubeError
-from bundle_operator.k8s.setup import token_secret
+from bundle_operator.k8s.logs import object_extra
+
+log = logging.getLogger(__name__)
 
 IN_USE_FINALIZER = "bundle-operator.dev/in-use"
 
@@ -80,6 +84,32 @@ class SecretHolds:
             await self.hold(namespace, name)
         elif marked:
             await self.release(namespace, name)
+
+    async def installation_seen(
+        self, namespace: str, name: str, spec: Mapping[str, Any] | None, users_of: Mapping[Any, Any]
+    ) -> None:
+        """An installation event (``spec`` None: deleted), with the ``uninstall_secrets`` index."""
+        secret = None if spec is None else uninstall_secret(spec)
+
+        def users(held: str) -> set[str]:
+            return set(users_of.get((namespace, held), ())) - ({name} if spec is None else set())
+
+        try:
+            await self.follow_installation(namespace, secret, users)
+        except KubeError as exc:
+            # The next event of the installation (its own status writes bring one) tries again.
+            where = object_extra("BundleInstallation", namespace, name, None)
+            log.warning("could not hold or release a Secret: %s", exc.reason, extra=where)
+
+    async def secret_seen(
+        self, namespace: str, name: str, meta: Mapping[str, Any], users_of: Mapping[Any, Any]
+    ) -> None:
+        """A Secret event, with the ``uninstall_secrets`` index: hold it or release it."""
+        try:
+            await self.follow_secret(namespace, name, meta, needed=bool(users_of.get((namespace, name))))
+        except KubeError as exc:
+            where = object_extra("Secret", namespace, name, meta.get("uid"))
+            log.warning("could not hold or release a Secret: %s", exc.reason, extra=where)
 
     async def _set(self, namespace: str, name: str, finalizers: list[str], meta: Mapping[str, Any]) -> None:
         # The resourceVersion makes it a compare-and-swap: a concurrent change of the list fails

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from bundle_operator.fetch import PRIVATE_NETWORKS, FetchRefused, fetch_to_file
-from bundle_operator.k8s.source_types import SourceError, SourceSettings, invalid
+from bundle_operator.sources.resolution import SourceError, SourceSettings, invalid
 
 # What to do about a download refused for good, by FetchRefused code.
 _FETCH_HINTS = {

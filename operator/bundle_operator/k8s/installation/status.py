@@ -12,7 +12,7 @@ from bundle_operator.engine.approval import ApprovalPlan
 from bundle_operator.engine.drift import DriftReport
 from bundle_operator.engine.plan import Plan
 from bundle_operator.engine.record import Record
-from bundle_operator.k8s.bundle_status import status_issues
+from bundle_operator.k8s.bundle.status import status_issues
 from bundle_operator.k8s.reconcile import StatusDraft
 from bundle_operator.k8s.resources import INSTALLATION_PLURAL, BundleInstallationSpec
 

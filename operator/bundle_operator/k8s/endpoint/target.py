@@ -19,13 +19,8 @@ from bundle_operator.k8s.resources import INSTALLATION_PLURAL, BundleInstallatio
 from bundle_operator.platform.protocol import PlatformAPI
 
 
-class Waiting(Exception):
+class Waiting(cond.Failing):
     """Something the Endpoint needs is not there yet; it continues by itself once it is."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 @dataclass(frozen=True)

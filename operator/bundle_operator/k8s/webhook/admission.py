@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from bundle_operator.document.issues import shown
 from bundle_operator.document.parse import parse_bundle_data
 from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s.bundle.sources import SourceError, check_one_source
 from bundle_operator.k8s.resources import (
     BUNDLE_PLURAL,
     GROUP,
@@ -27,7 +28,6 @@ from bundle_operator.k8s.resources import (
     BundleSpec,
     EndpointSpec,
 )
-from bundle_operator.k8s.sources import SourceError, check_one_source
 
 # kubectl prints every cause; an answer stays readable (and small) with the first ones.
 MAX_CAUSES = 20

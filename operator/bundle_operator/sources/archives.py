@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundle_operator.document.parse import ParsedBundle, parse_bundle_data
-from bundle_operator.k8s.resources import McpbSource, SignatureStatus
-from bundle_operator.k8s.source_fetch import downloaded
-from bundle_operator.k8s.source_types import BoundedCache, SourceError, SourceSettings
 from bundle_operator.mcpb.convert import to_bundle
 from bundle_operator.mcpb.errors import Refused, printable
 from bundle_operator.mcpb.limits import DEFAULT_LIMITS
 from bundle_operator.mcpb.reader import Inspection, inspect_file, inspect_open
 from bundle_operator.mcpb.signature import SignatureResult
+from bundle_operator.sources.downloads import downloaded
+from bundle_operator.sources.models import McpbSource, SignatureStatus
+from bundle_operator.sources.resolution import BoundedCache, SourceError, SourceSettings
 
 ARCHIVE_MAX_BYTES = DEFAULT_LIMITS.max_file_bytes  # 128 MiB: what the .mcpb reader accepts at all
 CACHE_MAX_ENTRIES = 64

@@ -31,9 +31,7 @@ from bundle_operator.document.parse import (
 )
 from bundle_operator.fetch import shown_text as shown_url
 from bundle_operator.k8s.object_keys import KeyMissing, missing, secret_key
-from bundle_operator.k8s.registry_source import clear_registry_cache, resolve_registry
-from bundle_operator.k8s.resources import BundleSource, LocalObjectKeyRef, McpbSource, UrlSource
-from bundle_operator.k8s.source_archives import (
+from bundle_operator.sources.archives import (
     CACHE_MAX_SOURCE_BYTES,
     SignaturePolicy,
     accept,
@@ -41,8 +39,10 @@ from bundle_operator.k8s.source_archives import (
     archive_from_url,
     clear_archives,
 )
-from bundle_operator.k8s.source_fetch import downloaded
-from bundle_operator.k8s.source_types import BoundedCache, Resolved, SourceError, SourceSettings, invalid
+from bundle_operator.sources.downloads import downloaded
+from bundle_operator.sources.models import BundleSource, LocalObjectKeyRef, McpbSource, UrlSource
+from bundle_operator.sources.registry_source import clear_registry_cache, resolve_registry
+from bundle_operator.sources.resolution import BoundedCache, Resolved, SourceError, SourceSettings, invalid
 
 T = TypeVar("T")
 DOCUMENT_MAX_BYTES = MAX_SOURCE_BYTES  # 5 MiB: what the parser accepts at all

@@ -15,7 +15,8 @@ from typing import Any
 from bundle_operator.document.models import Bundle
 from bundle_operator.k8s.logs import REDACTOR
 from bundle_operator.k8s.object_keys import KeyMissing, SecretReader, secret_key
-from bundle_operator.k8s.resources import BundleInstallationSpec, LocalObjectKeyRef
+from bundle_operator.k8s.resources import BundleInstallationSpec
+from bundle_operator.sources.models import LocalObjectKeyRef
 
 
 @dataclass

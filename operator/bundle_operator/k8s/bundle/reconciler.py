@@ -8,14 +8,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from bundle_operator.k8s import conditions as cond
-from bundle_operator.k8s.bundle_status import bundle_status_fields
+from bundle_operator.k8s.bundle.sources import SourceError, SourceSettings, resolve
+from bundle_operator.k8s.bundle.status import bundle_status_fields
 from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.kube import Kube, KubeError
-from bundle_operator.k8s.metrics import ReconcileResult
+from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import Retry, backoff
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, BundleSpec
-from bundle_operator.k8s.source_types import Resolved
-from bundle_operator.k8s.sources import SourceError, SourceSettings, resolve
+from bundle_operator.sources.resolution import Resolved
 
 _UNRESOLVED: dict[str, Any] = {
     "digest": None,

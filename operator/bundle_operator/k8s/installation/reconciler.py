@@ -4,8 +4,8 @@
 
 Each step takes what the steps before it produced and returns what the next needs, or ``Done``
 when the run ends there with its status written (stalled, blocked, held, awaiting approval). A new
-check between plan and apply is one more step in ``_run``. Create, update, resume, the drift timer, a
-changed Secret or Bundle and the reconcile annotation all come here. No kopf types: handlers
+check between plan and apply is one more step in ``_run``. Create, update, resume, the drift clock,
+a changed Secret or Bundle and the reconcile annotation all come here. No kopf types: handlers
 call it and map ``Retry``.
 """
 
@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -27,18 +26,25 @@ from bundle_operator.engine.correct import correct_drift
 from bundle_operator.engine.drift import DriftReport, drift_from
 from bundle_operator.engine.live import read_snapshot
 from bundle_operator.engine.plan import Plan, plan
-from bundle_operator.engine.record import Record
-from bundle_operator.engine.uninstall import PlanOutdated, UninstallRefused, preview_uninstall, uninstall
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.events import Events
-from bundle_operator.k8s.installation_gate import await_uninstall_approval, gate, spec_changed
-from bundle_operator.k8s.installation_inputs import (
+from bundle_operator.k8s.installation.gate import gate, spec_changed
+from bundle_operator.k8s.installation.inputs import (
     Inputs,
     Peer,
     first_claim,
     read_bundle,
 )
-from bundle_operator.k8s.installation_status import (
+from bundle_operator.k8s.installation.setup import SetupProblem, read_setup
+from bundle_operator.k8s.installation.state import (
+    MAX_RECORD_BYTES,
+    RecordTooLarge,
+    StateConflict,
+    StateStore,
+    StateUnreadable,
+    projected_size,
+)
+from bundle_operator.k8s.installation.status import (
     InstallationStatus,
     StatusCallback,
     actions_of,
@@ -52,10 +58,12 @@ from bundle_operator.k8s.installation_status import (
     preview_status,
     ready_reason,
 )
+from bundle_operator.k8s.installation.uninstall import Uninstaller
+from bundle_operator.k8s.installation.watch_cache import WatchCaches
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.logs import object_extra
-from bundle_operator.k8s.metrics import ReconcileResult
 from bundle_operator.k8s.platforms import PlatformPool
+from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import (
     Done,
     OperatorSettings,
@@ -68,16 +76,6 @@ from bundle_operator.k8s.reconcile import (
     temporary,
 )
 from bundle_operator.k8s.resources import BundleInstallationSpec
-from bundle_operator.k8s.setup import SetupProblem, read_setup
-from bundle_operator.k8s.state import (
-    MAX_RECORD_BYTES,
-    RecordTooLarge,
-    StateConflict,
-    StateStore,
-    StateUnreadable,
-    projected_size,
-)
-from bundle_operator.k8s.watch_cache import WatchCaches
 from bundle_operator.platform.errors import PlatformError
 from bundle_operator.platform.sharing import READ_POLICY, ReadPolicy
 
@@ -86,14 +84,11 @@ T = TypeVar("T")
 # The other installations of the same workspace, or how to find them: only a first install asks.
 Peers = Sequence[Peer] | Callable[[], Sequence[Peer]]
 
-ANNOTATION_RECONCILE = "bundle-operator.dev/reconcile-requested-at"
 # A reconcile started by an event may use a list of its workspace that another installation
 # started at most this long ago (the shortest drift interval is 5 s, so never older than one).
 EVENT_READ_AGE = 5.0
 # A run still writing after this many seconds shows Installing in status (quicker ones write once).
 INSTALLING_SHOWN_AFTER = 5.0
-# How often a deleted installation under approval Manual looks again for an approved Uninstall plan.
-UNINSTALL_APPROVAL_POLL = 10.0
 
 
 @dataclass
@@ -110,18 +105,6 @@ class Run:
     @property
     def namespace(self) -> str:
         return str(self.body["metadata"]["namespace"])
-
-
-def deleting_for(body: dict[str, Any]) -> float | None:
-    """Seconds since the object's deletion was asked for, or None when it was not."""
-    stamp = body.get("metadata", {}).get("deletionTimestamp")
-    if not isinstance(stamp, str):
-        return None
-    try:
-        asked = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (datetime.now(UTC) - asked).total_seconds()
 
 
 @dataclass
@@ -320,7 +303,7 @@ class InstallationReconciler:
         return await self._written(run, Done("stalled"))
 
     async def _gate(self, run: Run, inputs: Inputs, planned: Plan, writes: bool) -> Done | None:
-        """Under approval Manual, go on only with the plan spec.approvedPlan names (installation_gate.py)."""
+        """Under approval Manual, go on only with the plan spec.approvedPlan names (gate.py)."""
         outcome = await gate(run.status, run.body, self.events, inputs, planned, writes)
         if outcome.waiting:
             return await self._written(run, Done("success"))
@@ -533,113 +516,7 @@ class InstallationReconciler:
             await self.events.post(run.body, "Warning", "DriftDetected", message)
         status.conditions([cond.true("Drifted", "DriftDetected", message)])
 
-    # --- delete ----------------------------------------------------------------------------------
-
     async def finalize(self, body: dict[str, Any], *, attempt: int = 0) -> None:
         """Uninstall (Delete) or leave the platform alone (Orphan); Retry keeps the finalizer."""
-        # No read policy: an uninstall lists the platform as it is now.
-        try:
-            await self._finalize(body, attempt)
-        except KubeError as exc:
-            raise kube_retry(exc, attempt) from None
-        self.platforms.forget(body.get("metadata", {}).get("uid") or "")
-
-    async def _abandoned(
-        self, body: dict[str, Any], store: StateStore, record: Record, workspace: str, why: str
-    ) -> bool:
-        """In a namespace being deleted, give the uninstall up once it has failed for too long.
-
-        Nothing there can wait for ever: the namespace would stay Terminating. The Event says what
-        stays on the platform, so that someone can delete it there.
-        """
-        waited = deleting_for(body)
-        if not store.terminating or waited is None or waited < self.settings.abandon_uninstall_after:
-            return False
-        left = sorted(e.entity for e in record.entities)
-        shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
-        message = (
-            f"the namespace is being deleted and the uninstall has failed for {waited:.0f}s "
-            f"({why}); left on the platform in workspace '{workspace}': {shown or 'nothing recorded'}"
-        )
-        await self.events.post(body, "Warning", "UninstallAbandoned", message)
-        # Logged too: the Event goes with its namespace.
-        meta = body["metadata"]
-        log.warning(
-            "UninstallAbandoned: %s",
-            message,
-            extra=object_extra("BundleInstallation", meta["namespace"], meta["name"], meta.get("uid")),
-        )
-        await store.release()
-        return True
-
-    def _status(self, body: dict[str, Any]) -> InstallationStatus:
-        return InstallationStatus(self.kube, body, on_status=self.on_status)
-
-    async def _finalize(self, body: dict[str, Any], attempt: int) -> None:
-        namespace = body["metadata"]["namespace"]
-        store = StateStore(self.kube, body, self.caches.states)
-        try:
-            spec = BundleInstallationSpec.model_validate(body.get("spec") or {})
-        except ValidationError:
-            await store.release()  # never installed anything a valid spec would have
-            return
-        if spec.deletion_policy == "Orphan":
-            await self.events.post(body, "Normal", "Orphaned", "the platform's entities are left in place")
-            await store.release()
-            return
-        try:
-            record = await store.load(spec.workspace, fresh=True)  # never undo from a lagging copy
-        except StateUnreadable as exc:
-            await self.events.post(body, "Warning", "UninstallSkipped", str(exc))
-            await store.release()
-            return
-        if not record.entities and not record.journal and not record.leftovers and not record.unresolved:
-            await store.release()
-            return
-        try:
-            _, platform = await connect(self.kube, self.settings, self.platforms, namespace, spec)
-            if spec.approval == "Manual" and spec.approved_plan is None:
-                waiting = await preview_uninstall(platform, spec.workspace, record)
-                await await_uninstall_approval(self._status(body), body, self.events, waiting)
-                raise Retry("the Uninstall plan waits for approval", UNINSTALL_APPROVAL_POLL)
-            approved = spec.approved_plan if spec.approval == "Manual" else None
-            result = await uninstall(platform, spec.workspace, record, store.persist, approved=approved)
-        except PlanOutdated as exc:
-            await await_uninstall_approval(
-                self._status(body), body, self.events, exc.current, outdated=exc.approved
-            )
-            raise Retry(str(exc), UNINSTALL_APPROVAL_POLL) from None
-        except SetupProblem as exc:
-            if await self._abandoned(body, store, record, spec.workspace, exc.message):
-                return
-            await self.events.post(body, "Warning", "UninstallBlocked", exc.message)
-            raise Retry(exc.message, backoff(attempt, cap=120)) from None
-        except UninstallRefused as exc:
-            # Nothing was deleted; the finalizer stays until the foreign users let go (or the
-            # user switches deletionPolicy to Orphan), and each retry says who holds what.
-            if await self._abandoned(body, store, record, spec.workspace, str(exc)):
-                return
-            await self.events.post(body, "Warning", "UninstallBlocked", str(exc))
-            raise Retry(str(exc), backoff(attempt, cap=300)) from None
-        except PlatformError as exc:
-            if await self._abandoned(body, store, record, spec.workspace, f"the platform answered {exc}"):
-                return
-            await self.events.post(
-                body, "Warning", "UninstallFailed", f"the platform answered {exc}; retrying"
-            )
-            raise Retry(str(exc), backoff(attempt, retry_after=getattr(exc, "retry_after", None))) from None
-        except StateConflict as exc:
-            raise Retry(str(exc), backoff(0)) from None
-        message = f"deleted {len(result.deleted)} entities"
-        if result.kept:
-            message += "; kept (edited on the platform): " + ", ".join(
-                f"{e} ({', '.join(p[:3])})" for e, p in result.kept.items()
-            )
-        await self.events.post(body, "Normal", "Uninstalled", message)
-        if not result.complete:
-            failed = ", ".join(result.failed)
-            if await self._abandoned(body, store, record, spec.workspace, f"could not delete {failed}"):
-                return
-            await self.events.post(body, "Warning", "UninstallFailed", f"could not delete {failed}; retrying")
-            raise Retry(f"could not delete {failed}", backoff(attempt))
-        await store.release()
+        kept = (self.kube, self.settings, self.platforms, self.events, self.caches, self.on_status)
+        await Uninstaller(*kept).finalize(body, attempt=attempt)

@@ -28,7 +28,7 @@ from typing import Any, Final
 from bundle_operator.k8s.conditions import is_true
 from bundle_operator.k8s.kube import KubeError
 from bundle_operator.k8s.logs import object_extra
-from bundle_operator.k8s.metrics import METRICS, ReconcileResult
+from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import Retry, backoff, platform_key
 from bundle_operator.platform.gate import CallGate
 
@@ -269,20 +269,17 @@ class DriftClock:
         return slot
 
     async def _check(self, uid: str, entry: Entry, slot: float, now: float) -> None:
+        # The run counts itself in the metrics (envelope.py); here only its retry is decided.
         where = object_extra(KIND, entry.schedule.namespace, entry.schedule.name, uid)
-        result: ReconcileResult | None = "error"
         try:
             async with self._slots:
-                started = self._clock()
                 try:
-                    result = await self._run(uid, entry.attempt, slot, now)
+                    await self._run(uid, entry.attempt, slot, now)
                     entry.attempt = 0
                 except Retry as exc:
-                    result = "retry"
                     self._failed(entry, now, exc.delay)
                     log.info("drift check will be retried in %.0f s: %s", exc.delay, exc, extra=where)
                 except KubeError as exc:
-                    result = "retry"
                     delay = self._failed(entry, now, backoff(entry.attempt))
                     log.info(
                         "drift check will be retried in %.0f s: the Kubernetes API answered %s %s",
@@ -294,8 +291,6 @@ class DriftClock:
                 except Exception:
                     self._failed(entry, now, backoff(entry.attempt))
                     log.exception("drift check failed", extra=where)
-                if result is not None:
-                    METRICS.observe_reconcile(KIND, result, self._clock() - started)
         finally:
             entry.busy = False
 

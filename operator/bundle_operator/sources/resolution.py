@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from bundle_operator.document.parse import ParsedBundle
-from bundle_operator.k8s.resources import SignatureStatus, SourceStatus
+from bundle_operator.sources.models import SignatureStatus, SourceStatus
 
 
 @dataclass(frozen=True)

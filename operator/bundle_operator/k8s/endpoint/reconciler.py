@@ -30,7 +30,7 @@ from urllib.parse import quote
 from pydantic import SecretStr, ValidationError
 
 from bundle_operator.k8s import conditions as cond
-from bundle_operator.k8s.endpoint_secret import (
+from bundle_operator.k8s.endpoint.secret import (
     KIND,
     LABEL_ENDPOINT,
     key_needed,
@@ -42,13 +42,14 @@ from bundle_operator.k8s.endpoint_secret import (
     secret_body,
     secret_current,
 )
-from bundle_operator.k8s.endpoint_status import EndpointStatus, cleared, ready_conditions, served_view
-from bundle_operator.k8s.endpoint_target import Target, Waiting, find_target
+from bundle_operator.k8s.endpoint.status import EndpointStatus, cleared, ready_conditions, served_view
+from bundle_operator.k8s.endpoint.target import Target, Waiting, find_target
 from bundle_operator.k8s.events import Events
+from bundle_operator.k8s.installation.setup import SetupProblem
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.logs import REDACTOR, object_extra
-from bundle_operator.k8s.metrics import ReconcileResult
 from bundle_operator.k8s.platforms import PlatformPool
+from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import (
     ANNOTATION_PAUSED,
     Done,
@@ -61,7 +62,6 @@ from bundle_operator.k8s.reconcile import (
     temporary,
 )
 from bundle_operator.k8s.resources import ENDPOINT_NAME_PATTERN, EndpointSpec
-from bundle_operator.k8s.setup import SetupProblem
 from bundle_operator.platform import kinds
 from bundle_operator.platform.errors import Conflict, NotFound, PlatformError, PreconditionFailed, Refused
 from bundle_operator.platform.models import Endpoint, EndpointCreate, EndpointUpdate
@@ -350,7 +350,16 @@ class EndpointReconciler:
             return
         if issued is None and current:
             return
-        await self._write_secret(run.body, secret_name, secret, issued, endpoint, rotation)
+        written = secret_body(
+            run.body,
+            secret_name,
+            secret,
+            api_key=issued,
+            url=endpoint.url,
+            endpoint_id=endpoint.id,
+            rotated_for=rotation,
+        )
+        await self._write_secret(run.body, secret_name, secret, written)
         run.done.append(f"wrote Secret '{secret_name}'")
         if need == "rotation":
             await self.events.post(
@@ -445,24 +454,10 @@ class EndpointReconciler:
             raise
 
     async def _write_secret(
-        self,
-        body: dict[str, Any],
-        secret_name: str,
-        existing: dict[str, Any] | None,
-        issued: SecretStr | None,
-        endpoint: Endpoint,
-        rotation: str,
+        self, body: dict[str, Any], secret_name: str, existing: dict[str, Any] | None, new: dict[str, Any]
     ) -> None:
+        """Create the Secret, or replace ``existing`` (compare-and-swap on its resourceVersion)."""
         namespace = body["metadata"]["namespace"]
-        new = secret_body(
-            body,
-            secret_name,
-            existing,
-            api_key=issued,
-            url=endpoint.url,
-            endpoint_id=endpoint.id,
-            rotated_for=rotation,
-        )
         try:
             if existing is None:
                 await self.kube.create_secret(namespace, new)

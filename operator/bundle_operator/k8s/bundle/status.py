@@ -9,7 +9,7 @@ from bundle_operator.document.issues import Issue
 from bundle_operator.document.models import SCHEMA_VERSION
 from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.k8s.resources import BundleStatus, EntityCounts, SetupFieldStatus, StatusIssue
-from bundle_operator.k8s.source_types import Resolved
+from bundle_operator.sources.resolution import Resolved
 
 # A status object must stay far below etcd's 1.5 MiB: a hostile document can produce an issue per
 # line, so status shows the first ones (blocking first) and the condition message gives the count.

@@ -18,21 +18,16 @@ from bundle_operator.engine.merge import OnConflict
 from bundle_operator.engine.plan import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s.bundle.sources import SourceError, resolve
+from bundle_operator.k8s.installation.setup import SetupProblem
+from bundle_operator.k8s.installation.state import StateStore
 from bundle_operator.k8s.kube import Kube
 from bundle_operator.k8s.reconcile import OperatorSettings, Retry, backoff, platform_key
-from bundle_operator.k8s.registry_source import pinned, resolve_registry
-from bundle_operator.k8s.resources import (
-    BUNDLE_PLURAL,
-    BundleInstallationSpec,
-    BundleSource,
-    RegistrySource,
-    SourceStatus,
-)
-from bundle_operator.k8s.setup import SetupProblem
-from bundle_operator.k8s.source_types import Resolved
-from bundle_operator.k8s.sources import SourceError, resolve
-from bundle_operator.k8s.state import StateStore
+from bundle_operator.k8s.resources import BUNDLE_PLURAL, BundleInstallationSpec
 from bundle_operator.platform.protocol import PlatformAPI
+from bundle_operator.sources.models import BundleSource, RegistrySource, SourceStatus
+from bundle_operator.sources.registry_source import pinned, resolve_registry
+from bundle_operator.sources.resolution import Resolved
 
 ANNOTATION_INPUTS = "bundle-operator.dev/inputs-changed"
 

@@ -18,9 +18,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from bundle_operator.engine.record import Record
+from bundle_operator.k8s.installation.watch_cache import MISS, StateSecrets
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.resources import API_VERSION
-from bundle_operator.k8s.watch_cache import MISS, StateSecrets
 
 RECORD_KEY = "record.json.gz"  # gzip: a record holds what was written, skill texts included
 PLAIN_RECORD_KEY = "record.json"
