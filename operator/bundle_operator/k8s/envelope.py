@@ -63,12 +63,21 @@ class Envelope:
             del self.locks[uid]
 
     async def run(
-        self, kind: str, uid: str, work: Work, *, passing: tuple[type[BaseException], ...] = PASSING
+        self,
+        kind: str,
+        uid: str,
+        work: Work,
+        *,
+        passing: tuple[type[BaseException], ...] = PASSING,
+        share: str | None = None,
     ) -> ReconcileResult | None:
-        """Run ``work`` in a slot of ``kind`` under the object's lock; failures propagate, counted."""
+        """Run ``work`` in a slot of ``kind`` under the object's lock; failures propagate, counted.
+
+        The run's platform calls are the object's share of the fair-share gate, or ``share``'s when
+        many background runs must count as one (so that they never outweigh the reconciles)."""
         started = time.monotonic()
         result: ReconcileResult | None = "error"
-        caller = CALLER.set(uid)  # the platform's calls are shared fairly between objects
+        caller = CALLER.set(share or uid)
         try:
             async with self.slots(kind), self.lock(uid):
                 result = await work()

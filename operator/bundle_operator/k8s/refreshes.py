@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 REGISTRY_CHANGED_RETRY_SECONDS = 60.0
 # How often an Endpoint's served tools and members' health are read again.
 ENDPOINT_REFRESH_SECONDS = 30.0
+# The one share of the platform's fair-share gate that every Endpoint refresh's calls count
+# under: refreshes start together (kopf's timers after a restart), and a thousand of them as a
+# thousand owners would take most turns from the installations being reconciled meanwhile.
+ENDPOINT_REFRESHES = "endpoint-refreshes"
 
 
 def has_registry_source(spec: kopf.Spec, **_: Any) -> bool:
@@ -97,7 +101,7 @@ async def refresh_endpoint(rt: Runtime, namespace: str, name: str, uid: str) -> 
         async def work() -> ReconcileResult:
             return await rt.endpoints.reconcile(fresh)
 
-        await rt.envelope.run("Endpoint", uid, work)
+        await rt.envelope.run("Endpoint", uid, work, share=ENDPOINT_REFRESHES)
     except Retry as exc:
         log.info("endpoint refresh will be retried: %s", exc, extra=extra)
     except Exception:

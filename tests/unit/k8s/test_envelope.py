@@ -80,3 +80,41 @@ def test_an_unknown_failure_is_retried_with_backoff_never_at_once() -> None:
         asyncio.run(envelope.handled("Endpoint", META, 3, broken))
     assert caught.value.delay is not None and caught.value.delay > 0
     assert "u1" not in envelope.failed_at
+
+
+def test_background_runs_under_one_share_take_turns_with_a_reconcile_as_one_owner() -> None:
+    """Fifty Endpoint refreshes at once under the refreshes' share, and one installation: the gate
+    serves the two owners in turn, so the installation's calls are not queued behind fifty."""
+    from bundle_operator.k8s.refreshes import ENDPOINT_REFRESHES
+    from bundle_operator.platform.gate import OK, CallGate
+
+    envelope = Envelope()
+    gate = CallGate(limit=1)
+    served: list[str] = []
+
+    async def call(who: str) -> None:
+        async with gate.slot() as report:
+            served.append(who)
+            await asyncio.sleep(0)
+            report(OK)
+
+    async def refresh() -> ReconcileResult:
+        for _ in range(3):
+            await call("refresh")
+        return "success"
+
+    async def install() -> ReconcileResult:
+        for _ in range(3):
+            await call("install")
+        return "success"
+
+    async def fleet() -> None:
+        refreshes = [envelope.run("Endpoint", f"e{i}", refresh, share=ENDPOINT_REFRESHES) for i in range(50)]
+        await asyncio.sleep(0)
+        await asyncio.gather(*refreshes, envelope.run("BundleInstallation", "i1", install))
+
+    asyncio.run(fleet())
+    # Round-robin between two owners: the installation's three calls are done within its first
+    # turns, long before the 150 refresh calls are.
+    assert served.count("install") == 3
+    assert max(i for i, who in enumerate(served) if who == "install") < 10
