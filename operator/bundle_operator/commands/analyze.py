@@ -20,6 +20,7 @@ from bundle_operator.commands.connection import (
     substitutions,
     uses_platform,
 )
+from bundle_operator.commands.exit_codes import EXIT_BLOCKED, EXIT_OK, EXIT_USAGE
 from bundle_operator.commands.install import plan_command
 from bundle_operator.commands.output import add_output_flag, emit_preview
 from bundle_operator.commands.registry import trust
@@ -43,8 +44,6 @@ from bundle_operator.sources.downloads import fetch_error
 from bundle_operator.sources.models import RegistrySource
 from bundle_operator.sources.registry_source import resolve_registry
 from bundle_operator.sources.resolution import SourceError, SourceSettings
-
-EXIT_OK, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from bundle_operator.commands.setup_input import add_repeatable
 from bundle_operator.engine.merge import OnConflict
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.writer import Persist
@@ -42,13 +43,8 @@ def add_platform_flags(parser: argparse.ArgumentParser, *, required: bool = True
 
 def add_install_flags(parser: argparse.ArgumentParser) -> None:
     """Add --substitute, --activate and --on-conflict."""
-    parser.add_argument(
-        "--substitute",
-        action="append",
-        default=[],
-        metavar="KIND:REF=VALUE",
-        help="map a requirement to a local equivalent, e.g. model:gpt-4.1=gpt-5 (repeatable)",
-    )
+    text = "map a requirement to a local equivalent, e.g. model:gpt-4.1=gpt-5 (repeatable)"
+    add_repeatable(parser, "--substitute", "KIND:REF=VALUE", text)
     parser.add_argument("--activate", action="store_true", help="enable the channels and automations")
     parser.add_argument(
         "--on-conflict",

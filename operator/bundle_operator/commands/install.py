@@ -22,6 +22,7 @@ from bundle_operator.commands.connection import (
     state_saver,
     substitutions,
 )
+from bundle_operator.commands.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from bundle_operator.commands.output import InstallOutcome, add_output_flag, emit_preview
 from bundle_operator.commands.setup_input import SetupInputError, add_setup_flags, read_setup
 from bundle_operator.commands.source_input import SourceInputError, read_source
@@ -36,8 +37,6 @@ from bundle_operator.engine.merge import OnConflict
 from bundle_operator.engine.plan import Options, plan
 from bundle_operator.engine.preview import Preview
 from bundle_operator.platform.errors import PlatformError
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

@@ -17,15 +17,14 @@ class SetupInputError(Exception):
     """The setup values given on the command line cannot be used."""
 
 
+def add_repeatable(parser: argparse.ArgumentParser, flag: str, metavar: str, text: str) -> None:
+    """A flag that may be given many times; its values arrive as a list, empty when not given."""
+    parser.add_argument(flag, action="append", default=[], metavar=metavar, help=text)
+
+
 def add_setup_flags(parser: argparse.ArgumentParser) -> None:
     """Add --setup and --setup-file."""
-    parser.add_argument(
-        "--setup",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a setup value (repeatable); wins over --setup-file",
-    )
+    add_repeatable(parser, "--setup", "KEY=VALUE", "a setup value (repeatable); wins over --setup-file")
     parser.add_argument(
         "--setup-file",
         metavar="FILE",

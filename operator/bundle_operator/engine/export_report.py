@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -102,13 +103,17 @@ class ExportOut:
             self.report.replaced.append(Replaced(path, unique, reason))
         return f"${{setup.{unique}}}"
 
-    def agent_of(self, path: str, agent_id: str) -> str | None:
-        """The key of the exported agent ``agent_id``; None, reported as dropped at ``path``, when
-        the export does not write it (archived or gone)."""
-        agent = self.keys.get("agent", {}).get(agent_id)
-        if agent is None:
-            self.drop(path, UNBOUND)
-        return agent
+    def with_agents(self, items: list[Any], path: str) -> Iterator[tuple[Any, str]]:
+        """Each of ``items`` (entities of the collection ``path`` that run an agent) with the key of
+        its exported agent; one whose agent the export does not write (archived or gone) is
+        reported as dropped instead."""
+        agents = self.keys.get("agent", {})
+        for item in items:
+            agent = agents.get(item.agent_id)
+            if agent is None:
+                self.drop(f"{path}/{item.id}", UNBOUND)
+            else:
+                yield item, agent
 
     def keys_of(self, entity: str, ids: list[str], kind: str, what: str) -> list[str]:
         """The document keys of the entities of ``kind`` that ``ids`` name; ExportRefused names one

@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import BinaryIO, Literal
 
@@ -105,11 +106,7 @@ def inspect_file(
     Raises ``OSError`` only when the file cannot be opened or read; everything about its content,
     its type (a device or a pipe) or its size is a refused ``Inspection``, never an exception.
     """
-    try:
-        with snapshot_path(path, limits) as snap:
-            return inspect_snapshot(snap, platform=platform, limits=limits, folders=folders)
-    except Refused as refusal:  # refused before it was read: there is no SHA-256 to report
-        return _refused_unread(refusal, platform)
+    return _inspected(lambda: snapshot_path(path, limits), platform, limits, folders)
 
 
 def inspect_open(
@@ -123,21 +120,24 @@ def inspect_open(
 
     A file is copied once into a private snapshot first (bytes in memory are read as they are).
     """
+    return _inspected(lambda: snapshot_open(f, limits), platform, limits, folders)
+
+
+def _inspected(
+    snapshot: Callable[[], AbstractContextManager[Snapshot]],
+    platform: str | None,
+    limits: Limits,
+    folders: Mapping[str, str] | None,
+) -> Inspection:
+    """Inspect the snapshot ``snapshot`` takes; one refused before it was read has no SHA-256."""
     try:
-        with snapshot_open(f, limits) as snap:
+        with snapshot() as snap:
             return inspect_snapshot(snap, platform=platform, limits=limits, folders=folders)
     except Refused as refusal:
-        return _refused_unread(refusal, platform)
-
-
-def _refused_unread(refusal: Refused, platform: str | None) -> Inspection:
-    return Inspection(
-        verdict="refused",
-        code=refusal.code,
-        reason=refusal.reason,
-        sha256="",
-        platform=platform or running_platform(),
-    )
+        platform = platform or running_platform()
+        return Inspection(
+            verdict="refused", code=refusal.code, reason=refusal.reason, sha256="", platform=platform
+        )
 
 
 def inspect_snapshot(

@@ -243,9 +243,8 @@ class PlatformClient(PlatformHttp):
         self, workspace: str, bundle_id: str, member: str, prompt: str, body: GatewayEntryCuration
     ) -> GatewayMemberPrompt:
         """Replace how a member's prompt shows in this bundle."""
-        _check_member(member)
-        path = f"{self._gw(workspace, bundle_id)}/member-prompts/{seg(f'{member}__{prompt}')}"
-        return await self._call("PUT", path, GatewayMemberPrompt, body=encode_body(body), safe=True)
+        entry = f"member-prompts/{seg(f'{member}__{prompt}')}"
+        return await self._curate(workspace, bundle_id, member, entry, GatewayMemberPrompt, body)
 
     async def list_member_resources(self, workspace: str, bundle_id: str) -> list[GatewayMemberResource]:
         """Members' resources with their curation in this bundle."""
@@ -255,9 +254,23 @@ class PlatformClient(PlatformHttp):
         self, workspace: str, bundle_id: str, member: str, uri: str, body: GatewayEntryCuration
     ) -> GatewayMemberResource:
         """Replace how a member's resource shows in this bundle."""
+        entry = f"member-resources/{seg(member_resource_id(member, uri))}"
+        return await self._curate(workspace, bundle_id, member, entry, GatewayMemberResource, body)
+
+    async def _curate(
+        self,
+        workspace: str,
+        bundle_id: str,
+        member: str,
+        entry: str,
+        model: type[M],
+        body: GatewayEntryCuration,
+    ) -> M:
+        """PUT the curation of one member entry (``entry``: its path below the bundle)."""
         _check_member(member)
-        path = f"{self._gw(workspace, bundle_id)}/member-resources/{seg(member_resource_id(member, uri))}"
-        return await self._call("PUT", path, GatewayMemberResource, body=encode_body(body), safe=True)
+        return await self._call(
+            "PUT", f"{self._gw(workspace, bundle_id)}/{entry}", model, body=encode_body(body), safe=True
+        )
 
     async def list_prompts(self, workspace: str, bundle_id: str) -> list[GatewayPrompt]:
         """The bundle's own prompts in name order."""

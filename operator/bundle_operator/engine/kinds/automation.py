@@ -8,12 +8,12 @@ from typing import Any
 from bundle_operator.document.pointer import join_pointer
 from bundle_operator.engine.desired import Desired, Inputs, resolve
 from bundle_operator.engine.export_report import ENABLED, ExportOut
-from bundle_operator.engine.kinds.base import EntityKind
+from bundle_operator.engine.kinds.base import EntityKind, fields_of
 from bundle_operator.engine.record import Part, RecordedEntity
 from bundle_operator.engine.snapshot import Snapshot
 from bundle_operator.engine.writer import Writer
 from bundle_operator.platform import kinds
-from bundle_operator.platform.models import Entity, Trigger, TriggerCreate, TriggerUpdate
+from bundle_operator.platform.models import Entity, TriggerCreate, TriggerUpdate
 
 
 def trigger_name(bundle_name: str, key: str) -> str:
@@ -47,16 +47,7 @@ class AutomationKind(EntityKind):
         return Desired(self.name, item.key, spec)
 
     def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
-        trigger = found
-        return {
-            "name": trigger.name,
-            "type": trigger.type,
-            "agent_id": trigger.agent_id,
-            "schedule": trigger.schedule,
-            "timezone": trigger.timezone,
-            "message": trigger.message,
-            "enabled": trigger.enabled,
-        }
+        return fields_of(found, ("name", "type", "agent_id", "schedule", "timezone", "message", "enabled"))
 
     async def create(self, writer: Writer, desired: Desired) -> list[Part]:
         spec = dict(desired.spec)
@@ -77,11 +68,7 @@ class AutomationKind(EntityKind):
 
     def export(self, listed: Mapping[str, list[Entity]], out: ExportOut) -> None:
         docs = out.section(self.section)
-        for trigger in listed.get(self.collection.path, []):
-            assert isinstance(trigger, Trigger)
-            agent = out.agent_of(f"{self.collection.path}/{trigger.id}", trigger.agent_id)
-            if agent is None:
-                continue
+        for trigger, agent in out.with_agents(listed.get(self.collection.path, []), self.collection.path):
             if trigger.enabled:
                 out.drop(join_pointer("/automations", len(docs), "enabled"), ENABLED)
             label = trigger.name.split(":", 1)[1] if ":" in trigger.name else trigger.name

@@ -234,6 +234,11 @@ class EntityKind(ABC):
         the exported document."""
 
 
+def fields_of(found: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The named fields of a live entity, in spec form where the spec keeps them as they are."""
+    return {name: getattr(found, name) for name in names}
+
+
 def referenced_ids(spec: Any) -> set[str]:
     """Every platform id a live spec refers to (agent, instance, skill and knowledge set ids)."""
     found: set[str] = set()

@@ -10,11 +10,11 @@ from pydantic import SecretStr
 from bundle_operator.document.pointer import join_pointer
 from bundle_operator.engine.desired import Desired, Inputs, resolve
 from bundle_operator.engine.export_report import ENABLED, ExportOut
-from bundle_operator.engine.kinds.base import EntityKind, Write
+from bundle_operator.engine.kinds.base import EntityKind, Write, fields_of
 from bundle_operator.engine.record import RecordedEntity
 from bundle_operator.engine.snapshot import Snapshot
 from bundle_operator.platform import kinds
-from bundle_operator.platform.models import ApiModel, Channel, ChannelCreate, Entity
+from bundle_operator.platform.models import ApiModel, ChannelCreate, Entity
 
 BOT_TOKEN = "bot_token"
 BOT_TOKEN_NEVER_READ = "channel bot token, never read"
@@ -38,13 +38,7 @@ class ChannelKind(EntityKind):
         return Desired(self.name, item.key, spec, {BOT_TOKEN: inputs.fill(item.bot_token)})
 
     def live_spec(self, found: Any, recorded: RecordedEntity, snapshot: Snapshot) -> dict[str, Any] | None:
-        channel = found
-        return {
-            "type": channel.type,
-            "name": channel.name,
-            "agent_id": channel.agent_id,
-            "enabled": channel.enabled,
-        }
+        return fields_of(found, ("type", "name", "agent_id", "enabled"))
 
     def body(self, desired: Desired) -> ApiModel:
         return ChannelCreate(**desired.spec, bot_token=SecretStr(desired.secrets[BOT_TOKEN]))
@@ -58,12 +52,8 @@ class ChannelKind(EntityKind):
 
     def export(self, listed: Mapping[str, list[Entity]], out: ExportOut) -> None:
         docs = out.section(self.section)
-        for channel in listed.get(self.collection.path, []):
-            assert isinstance(channel, Channel)
-            # Bound to an archived or unknown agent: nothing to wire it to.
-            agent = out.agent_of(f"{self.collection.path}/{channel.id}", channel.agent_id)
-            if agent is None:
-                continue
+        # One bound to an archived or unknown agent has nothing to wire it to: it is dropped.
+        for channel, agent in out.with_agents(listed.get(self.collection.path, []), self.collection.path):
             key = out.key(channel.name or f"{channel.type}_channel")
             path = join_pointer("/channels", len(docs))
             label = f"Bot token of channel {channel.name or key}"

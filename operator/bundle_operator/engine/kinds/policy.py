@@ -11,7 +11,7 @@ from bundle_operator.engine.kinds.base import EntityKind
 from bundle_operator.engine.record import RecordedEntity
 from bundle_operator.engine.snapshot import Snapshot
 from bundle_operator.platform import kinds
-from bundle_operator.platform.models import Entity, Policy
+from bundle_operator.platform.models import Entity
 
 
 class PolicyKind(EntityKind):
@@ -34,10 +34,7 @@ class PolicyKind(EntityKind):
         return {"type": policy.type, "agent_id": policy.agent_id, "config": dict(policy.config)}
 
     def export(self, listed: Mapping[str, list[Entity]], out: ExportOut) -> None:
-        for policy in listed.get(self.collection.path, []):
-            assert isinstance(policy, Policy)
-            agent = out.agent_of(f"{self.collection.path}/{policy.id}", policy.agent_id)
-            if agent is not None:
-                key = out.key(f"{agent}_{policy.type}")
-                doc = {"key": key, "type": policy.type, "agent": agent, "config": policy.config}
-                out.section(self.section).append(doc)
+        for policy, agent in out.with_agents(listed.get(self.collection.path, []), self.collection.path):
+            key = out.key(f"{agent}_{policy.type}")
+            doc = {"key": key, "type": policy.type, "agent": agent, "config": policy.config}
+            out.section(self.section).append(doc)
