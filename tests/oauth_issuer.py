@@ -1,6 +1,8 @@
 """An OAuth authorization server for tests: its metadata and key set over HTTPS with its own CA.
 
-It serves ``/.well-known/openid-configuration`` and ``/jwks`` (counting each read) and mints JWTs
+It serves ``/.well-known/openid-configuration`` and ``/jwks`` (counting each read); an issuer with a
+path (``stub_issuer(tmp, path="/tenants/x")``) serves its metadata only where RFC 8414 §3.1 puts it,
+``/.well-known/oauth-authorization-server/tenants/x``, and mints JWTs
 with RSA, EC or Ed25519 keys, as a real issuer's token endpoint would hand them out. Keys can be
 rotated (the key set then lists only the new key, as after a real rotation) or withdrawn, and the
 issuer can be taken down (every document answers 503). ``signed`` signs any header and claims, odd
@@ -76,11 +78,24 @@ class StubIssuer:
     odd_entries: list[Any] = field(default_factory=list)  # published after the keys, as they are
     keys_headers: dict[str, str] = field(default_factory=dict)  # sent with the key set (Cache-Control)
     keys_path: str = "/jwks"  # where the key set is served, as the metadata says
+    path: str = ""  # the issuer identifier's path, e.g. /tenants/x
 
     @property
     def url(self) -> str:
         """The issuer identifier (its base URL)."""
+        return f"https://127.0.0.1:{self.port}{self.path}"
+
+    @property
+    def origin(self) -> str:
+        """Where the issuer's documents are served."""
         return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def metadata_path(self) -> str:
+        """Where the metadata is served: OpenID's root document, or RFC 8414's path-inserted one."""
+        if self.path:
+            return f"/.well-known/oauth-authorization-server{self.path}"
+        return "/.well-known/openid-configuration"
 
     def key(self, alg: str = "RS256") -> SigningKey:
         """The first published key of ``alg``."""
@@ -152,8 +167,11 @@ class StubIssuer:
 
 
 @contextmanager
-def stub_issuer(tmp: Path) -> Iterator[StubIssuer]:
-    """Run an issuer with an RSA, an EC and an Ed25519 key and a throwaway CA (``issuer.tls.ca_file``)."""
+def stub_issuer(tmp: Path, path: str = "") -> Iterator[StubIssuer]:
+    """Run an issuer with an RSA, an EC and an Ed25519 key and a throwaway CA (``issuer.tls.ca_file``).
+
+    ``path`` makes the issuer identifier ``https://127.0.0.1:<port><path>``.
+    """
     tls = throwaway_tls(tmp, "stub issuer CA")
     state: dict[str, StubIssuer] = {}
 
@@ -167,11 +185,11 @@ def stub_issuer(tmp: Path) -> Iterator[StubIssuer]:
             if issuer.down:
                 self.answer(503, b"{}")
                 return
-            if path == "/.well-known/openid-configuration":
+            if path == issuer.metadata_path:
                 body: dict[str, Any] = {
                     "issuer": issuer.url,
-                    "jwks_uri": f"{issuer.url}{issuer.keys_path}",
-                    "token_endpoint": f"{issuer.url}/token",
+                    "jwks_uri": f"{issuer.origin}{issuer.keys_path}",
+                    "token_endpoint": f"{issuer.origin}/token",
                     "id_token_signing_alg_values_supported": ["RS256", "ES256", "EdDSA"],
                 }
             elif path == issuer.keys_path:
@@ -184,5 +202,5 @@ def stub_issuer(tmp: Path) -> Iterator[StubIssuer]:
 
     with https_server(Handler, tls) as port:
         keys = [new_key("RS256"), new_key("ES256"), new_key("EdDSA")]
-        state["issuer"] = StubIssuer(port=port, tls=tls, keys=keys)
+        state["issuer"] = StubIssuer(port=port, tls=tls, keys=keys, path=path)
         yield state["issuer"]

@@ -470,7 +470,8 @@ def _challenge(refusal: TokenRefused, metadata: str) -> ApiError:
         # A quoted-string (RFC 9110 section 5.6.4): no quote or backslash may end it early.
         description = refusal.description.replace("\\", "/").replace('"', "'")
         params.insert(0, f'error="invalid_token", error_description="{description}"')
-        code = "invalid_token"
+        # An issuer that cannot be reached is no fault of the token: the client may retry it as is.
+        code = "issuer_unavailable" if refusal.reason == "issuer_unavailable" else "invalid_token"
     else:
         code = "unauthorized"
     return ApiError(

@@ -1,15 +1,17 @@
 """An OAuth endpoint as an OAuth 2.0 resource server (DESIGN.md §9.4, the MCP authorization spec).
 
 A request carries a bearer JWT from the endpoint's issuer. The issuer's keys are found through its
-metadata (``/.well-known/openid-configuration``, else RFC 8414's ``oauth-authorization-server``),
-then its ``jwks_uri``, fetched over https behind the fetcher's guards and cached per issuer. The
-keys are used for ``KEYS_MAX_AGE`` (5 min) after a fetch and fetched again on the first token past
-that, so a key the issuer withdraws stops verifying within 5 min, verified tokens cached in memory
-included (their cache never outlives the keys that verified them). A token signed by a key the cache
-does not hold makes the keys be fetched at once, and no issuer's keys are fetched more than once per
-``REFETCH_SECONDS`` (30 s): a rotation needs no restart and a flood of made-up key ids costs one fetch
-per interval. When the issuer cannot be reached, its last keys serve ``KEYS_GRACE`` (5 min) longer,
-then its tokens are refused until it answers again.
+metadata (looked for where the MCP SDK's client looks: issuer_metadata.py), then its ``jwks_uri``,
+fetched over https behind the fetcher's guards and cached per issuer. The keys are used for
+``KEYS_MAX_AGE`` (5 min) after a fetch and fetched again on the first token past that, so a key the
+issuer withdraws stops verifying within 5 min, verified tokens cached in memory included (their cache
+never outlives the keys that verified them). A token signed by a key the cache does not hold makes the
+keys be fetched at once, and no issuer's keys are fetched more than once per ``REFETCH_SECONDS`` (30 s):
+a rotation needs no restart and a flood of made-up key ids costs one fetch per interval. When the issuer
+cannot be reached, its last keys serve ``KEYS_GRACE`` (5 min) longer, then its tokens are refused as
+``issuer_unavailable`` until it answers again; an issuer that failed is tried again after
+``RETRY_FIRST`` (1 s), doubling up to ``RETRY_MAX`` (30 s), so that an outage costs its length and not a
+further 30 s.
 
 Every header field and claim the checks read is checked for its JSON type first: a token is
 untrusted input until its signature verifies, and an odd type must be a 401, never a 500.
@@ -40,6 +42,7 @@ import jwt
 from jwt import PyJWK
 
 from bundle_operator.fetch import FetchRefused, IPNetwork, fetch_answer
+from bundle_operator.reference_platform.issuer_metadata import metadata_urls
 
 ALGORITHMS = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
@@ -50,6 +53,10 @@ REFETCH_SECONDS = 30.0
 # How long fetched keys are used before they are fetched again, at most: the longest a withdrawn key
 # verifies. The issuer's Cache-Control (or Expires) shortens it, down to REFETCH_SECONDS.
 KEYS_MAX_AGE = 300.0
+# After a failed fetch the issuer is tried again this long after, doubling with each failure up to
+# RETRY_MAX: a blip is over in a second, and an issuer that stays down is asked twice a minute.
+RETRY_FIRST = 1.0
+RETRY_MAX = 30.0
 # How much longer an issuer's last keys serve while it cannot be reached.
 KEYS_GRACE = 300.0
 # An issuer's key set is read up to this many keys; the rest are ignored.
@@ -66,7 +73,6 @@ MAX_KEY_ID = 256
 MAX_NUMERIC_DATE = 253_402_300_799
 # Where the door leaves the request's principal for the MCP handlers: the ASGI scope's state.
 PRINCIPAL = "bundle_gateway_principal"
-METADATA_PATHS = ("/.well-known/openid-configuration", "/.well-known/oauth-authorization-server")
 # The key type each accepted algorithm verifies with.
 _KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC"}
 
@@ -164,6 +170,8 @@ class _Issuer:
     fetched_at: float = float("-inf")  # the last fetch, whether it worked or not
     fresh_until: float = float("-inf")  # the keys serve without a fetch until then
     usable_until: float = float("-inf")  # and while the issuer cannot be reached, until then
+    failures: int = 0  # fetches that failed in a row
+    retry_at: float = float("-inf")  # after a failure, the next fetch is not tried before then
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -178,12 +186,16 @@ class TokenVerifier:
         refetch_seconds: float = REFETCH_SECONDS,
         keys_max_age: float = KEYS_MAX_AGE,
         keys_grace: float = KEYS_GRACE,
+        retry_first: float = RETRY_FIRST,
+        retry_max: float = RETRY_MAX,
     ) -> None:
         self._allow = allow_networks
         self._verify = verify
         self._refetch = refetch_seconds
         self._max_age = keys_max_age
         self._grace = keys_grace
+        self._retry_first = retry_first
+        self._retry_max = retry_max
         self._issuers: dict[str, _Issuer] = {}
         # Principal and the monotonic time its check lapses, by token digest and settings.
         self._verified: OrderedDict[tuple[bytes, OAuthSettings], tuple[Principal, float]] = OrderedDict()
@@ -269,6 +281,9 @@ class TokenVerifier:
         if time.monotonic() >= state.usable_until:
             raise TokenRefused(401, "issuer_unavailable", "the issuer's keys cannot be read")
         found = _pick(state, kid, algorithm)
+        if found is None and state.failures:
+            # The keys that might hold it could not be read: the issuer, not the token, is at fault.
+            raise TokenRefused(401, "issuer_unavailable", "the issuer's keys cannot be read")
         if found is None:
             raise TokenRefused(401, "unknown_key", "the token is signed by a key the issuer does not publish")
         return found, state.fresh_until
@@ -276,6 +291,8 @@ class TokenVerifier:
     def _due(self, state: _Issuer, kid: str | None, algorithm: str) -> bool:
         """Whether the issuer's keys are fetched now: they are old, or lack the token's key."""
         now = time.monotonic()
+        if state.failures:
+            return now >= state.retry_at  # an issuer that failed is retried on its backoff
         if now - state.fetched_at < self._refetch:
             return False
         return now >= state.fresh_until or _pick(state, kid, algorithm) is None
@@ -288,6 +305,9 @@ class TokenVerifier:
         except TokenRefused as refusal:
             # The metadata is read again next time: an issuer that moved its keys says where.
             state.jwks_uri = None
+            state.failures += 1
+            backoff = self._retry_first * 2 ** min(state.failures - 1, 16)
+            state.retry_at = now + min(backoff, self._retry_max)
             if now >= state.usable_until:
                 raise
             log.warning(
@@ -297,6 +317,7 @@ class TokenVerifier:
                 state.usable_until - now,
             )
             return
+        state.failures = 0
         state.fresh_until = now + fresh_for
         state.usable_until = state.fresh_until + self._grace
 
@@ -323,9 +344,9 @@ class TokenVerifier:
         return named, unnamed, fresh_for
 
     async def _jwks_uri(self, issuer: str) -> str:
-        for path in METADATA_PATHS:
+        for url in metadata_urls(issuer):
             try:
-                metadata, _ = await self._json(issuer.rstrip("/") + path, "its metadata")
+                metadata, _ = await self._json(url, "its metadata")
             except TokenRefused:
                 continue
             if not isinstance(metadata, dict):
