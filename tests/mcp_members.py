@@ -166,6 +166,10 @@ class _Member:
         self.last_headers: dict[str, str] = {}
         self.legacy_streams = 0
         self.tool_calls: Counter[str] = Counter()
+        # Results answered as written, by tool: the SDK's model would add defaults (isError) to them.
+        self.raw_results: dict[str, dict[str, Any]] = {}
+        # Set: a request on the 2026-07-28 wire is refused, as by a server of an older SDK.
+        self.handshake_only = False
         self.closing: anyio.Event | None = None  # set on shutdown: ends the legacy GET streams
         self.server = _ListChangedServer(
             name,
@@ -195,9 +199,11 @@ class _Member:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: CallToolRequestParams
-    ) -> CallToolResult:
+    ) -> CallToolResult | dict[str, Any]:
         found = self._tools.get(params.name)
         self.tool_calls[params.name] += 1
+        if params.name in self.raw_results:
+            return dict(self.raw_results[params.name])
         if found is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
         arguments = params.arguments or {}
@@ -353,6 +359,11 @@ class _Gate:
                 status_code=401,
                 headers={"WWW-Authenticate": "Header"},
             )(scope, receive, send)
+            return
+        if self._member.handshake_only and headers.get("mcp-protocol-version") in MODERN_PROTOCOL_VERSIONS:
+            await JSONResponse({"error": "unsupported protocol version"}, status_code=400)(
+                scope, receive, send
+            )
             return
         method = scope["method"]
         if method == "GET":
@@ -574,6 +585,14 @@ class Members:
     def tool_calls(self, member: str, tool: str) -> int:
         """How many ``tools/call`` of `tool` reached `member`."""
         return self._members[member].tool_calls[tool]
+
+    def answer_raw(self, member: str, tool: str, result: dict[str, Any]) -> None:
+        """Make `member` answer calls of `tool` with `result` as it is, no field added."""
+        self._members[member].raw_results[tool] = result
+
+    def speak_handshake_only(self, member: str) -> None:
+        """Make `member` refuse the 2026-07-28 wire, so that clients use the initialize handshake."""
+        self._members[member].handshake_only = True
 
     async def add_tool(self, member: str, name: str, description: str = "") -> None:
         """Add a tool to `member` and notify its connected clients (both eras)."""

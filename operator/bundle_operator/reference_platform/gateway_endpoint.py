@@ -374,30 +374,32 @@ class GatewayEndpoint:
     ) -> types.CompleteResult:
         view = await self.gateway.current(self)
         ref, argument = params.ref, params.argument
-        if isinstance(ref, types.PromptReference):
-            own = view.own_prompts.get(ref.name)
-            if own is not None:
-                typed = argument.value.lower()
-                for declared in own.get("arguments", []):
-                    if declared["name"] == argument.name:
-                        values = [v for v in declared.get("values") or [] if v.lower().startswith(typed)]
-                        return types.CompleteResult(
-                            completion=types.Completion(
-                                values=values[:100], total=len(values), has_more=False
-                            )
-                        )
-            member_prompt = view.member_prompts.get(ref.name)
-            if member_prompt is not None:
-                upstream = types.PromptReference(type="ref/prompt", name=member_prompt.name)
-                result: types.CompleteResult = await self.gateway.on_member(
-                    member_prompt.link,
-                    member_prompt.member,
-                    lambda client: client.complete(
-                        upstream, {"name": argument.name, "value": argument.value}
-                    ),
-                )
-                return result
-        return types.CompleteResult(completion=types.Completion(values=[], total=0, has_more=False))
+        if not isinstance(ref, types.PromptReference):
+            # As a server of its own answers a reference to what it does not have (DESIGN.md §9.6).
+            raise _not_found(f"this bundle has no resource template '{shown(ref.uri)}'")
+        own = view.own_prompts.get(ref.name)
+        if own is not None:
+            typed = argument.value.lower()
+            values = [
+                value
+                for declared in own.get("arguments", [])
+                if declared["name"] == argument.name
+                for value in declared.get("values") or []
+                if value.lower().startswith(typed)
+            ]
+            return types.CompleteResult(
+                completion=types.Completion(values=values[:100], total=len(values), has_more=False)
+            )
+        member_prompt = view.member_prompts.get(ref.name)
+        if member_prompt is None:
+            raise _not_found(f"this bundle has no prompt '{shown(ref.name)}'")
+        upstream = types.PromptReference(type="ref/prompt", name=member_prompt.name)
+        result: types.CompleteResult = await self.gateway.on_member(
+            member_prompt.link,
+            member_prompt.member,
+            lambda client: client.complete(upstream, {"name": argument.name, "value": argument.value}),
+        )
+        return result
 
     # --- resources -----------------------------------------------------------------------------
 

@@ -58,7 +58,7 @@ from bundle_operator.reference_platform.gateway_oauth import (
 )
 from bundle_operator.reference_platform.gateway_rules import MAX_PRESENTED_NAME
 from bundle_operator.reference_platform.gateway_view import EndpointView, endpoint_view
-from bundle_operator.reference_platform.member_forward import HeaderMismatch, MemberForwarder
+from bundle_operator.reference_platform.member_forward import HeaderMismatch, MemberForwarder, as_written
 from bundle_operator.reference_platform.member_link import MemberLink, MemberPool
 from bundle_operator.reference_platform.problems import ApiError
 from bundle_operator.reference_platform.storage import Store
@@ -184,7 +184,7 @@ class Gateway:
         result: types.CallToolResult = await self.on_member(
             link, member, lambda client: client.call_tool(tool, arguments)
         )
-        return result
+        return as_written(result)
 
     @staticmethod
     def _unavailable(link: MemberLink, member: str, exc: BaseException) -> MCPError:

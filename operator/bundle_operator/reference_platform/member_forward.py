@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 import aiohttp
+import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import HEADER_MISMATCH, INTERNAL_ERROR
 
@@ -22,6 +23,18 @@ from bundle_operator.reference_platform.member_link import MEMBER_TIMEOUT, Membe
 
 _SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 _CLIENT_INFO = {"name": "bundle-operator-gateway", "version": "1"}
+
+
+def as_written(result: types.CallToolResult) -> dict[str, Any]:
+    """A result the SDK's client read, with only the fields the member wrote (DESIGN.md §9.6).
+
+    The model fills in defaults (``isError: false``) that a dump would send on as if the member had
+    said them. ``resultType`` is the 2026-07-28 wire's envelope, not the member's content: a
+    handshake-era member never writes it, and a client on that wire needs it.
+    """
+    written = result.model_dump(by_alias=True, mode="json", exclude_unset=True)
+    written.setdefault("resultType", "complete")
+    return written
 
 
 class HeaderMismatch(Exception):
