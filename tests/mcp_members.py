@@ -263,8 +263,11 @@ class _Member:
 
     # ------------------------------------------------------------------------------ changes
 
-    async def add_tool(self, name: str, description: str = "") -> None:
-        """Add a tool (input ``{text?: string}``, answers ``<name> called``) and tell connected clients."""
+    async def add_tool(self, name: str, description: str = "", *, quiet: bool = False) -> None:
+        """Add a tool (input ``{text?: string}``, answers ``<name> called``) and tell connected clients.
+
+        ``quiet`` tells nobody, as a server that changed behind its clients' backs.
+        """
         if name in self._tools:
             raise ValueError(f"{self.name} already has a tool named {name!r}")
         tool = Tool(
@@ -273,6 +276,9 @@ class _Member:
             input_schema=_schema(optional=("text",)),
         )
         self._tools[name] = _ToolDef(tool, lambda _arguments: f"{name} called", ())
+        if quiet:
+            self._listing = ListToolsResult(tools=[d.tool for d in self._tools.values()])
+            return
         await self._tools_changed()
 
     async def remove_tool(self, name: str) -> None:
@@ -594,9 +600,9 @@ class Members:
         """Make `member` refuse the 2026-07-28 wire, so that clients use the initialize handshake."""
         self._members[member].handshake_only = True
 
-    async def add_tool(self, member: str, name: str, description: str = "") -> None:
-        """Add a tool to `member` and notify its connected clients (both eras)."""
-        await self._on_loop(lambda: self._members[member].add_tool(name, description))
+    async def add_tool(self, member: str, name: str, description: str = "", *, quiet: bool = False) -> None:
+        """Add a tool to `member` and notify its connected clients (both eras; nobody when `quiet`)."""
+        await self._on_loop(lambda: self._members[member].add_tool(name, description, quiet=quiet))
 
     def add_tool_sync(self, member: str, name: str, description: str = "") -> None:
         self._on_loop_sync(lambda: self._members[member].add_tool(name, description))
@@ -879,6 +885,9 @@ async def _serve_until_signalled(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     ports = {"weather": args.weather_port, "notes": args.notes_port}
     async with running_members(require_header=args.require_header, host=args.host, ports=ports) as members:
+        if args.handshake_only:
+            for name in members.urls:
+                members.speak_handshake_only(name)
         announcement = json.dumps(members.urls)
         if args.ready_file is not None:
             ready = Path(args.ready_file)
@@ -903,6 +912,9 @@ def main(argv: list[str] | None = None) -> int:
         help="weather answers 401 without this header",
     )
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--handshake-only", action="store_true", help="refuse the 2026-07-28 wire (initialize handshake only)"
+    )
     parser.add_argument("--weather-port", type=int, default=0)
     parser.add_argument("--notes-port", type=int, default=0)
     args = parser.parse_args(argv)

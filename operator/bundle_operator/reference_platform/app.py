@@ -152,6 +152,7 @@ def create_app(config: ServerConfig) -> web.Application:
         retention=Retention(config.audit_max_entries, timedelta(days=config.audit_max_age_days)),
     )
     discovery = DiscoveryService(ctx.store, interval=config.discovery_interval)
+    gateway.member_failed = discovery.member_failed
     app.router.add_get("/healthz", health)
     app.router.add_get("/metrics", gateway.metrics.route, name=METRICS_ROUTE_NAME)
     # Endpoints answer MCP on the API's own listener, under the public URL's path.

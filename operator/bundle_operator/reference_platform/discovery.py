@@ -5,7 +5,14 @@ tools, prompts and resources (up to 500 of each), stores them as the instance's 
 then waits for the member's own list_changed notification or the refresh interval and lists
 again. A member that cannot be reached or answers wrongly is stored as unhealthy with the reason;
 what it offered before stays, shown stale, with its curation. A change of the member's URL or
-headers restarts its watcher, which is a fresh discovery.
+headers, or any write to a member entry that names it (a disable and enable in one burst too),
+restarts its watcher, which is a fresh discovery.
+
+Health follows the member between discoveries (DESIGN.md §9.4, issue 40): the watcher probes it
+every ``PROBE_SECONDS`` (``ping``, or ``server/discover`` on the 2026-07-28 wire, where ping is
+gone), so a member that stopped shows unhealthy within 10 s on the default settings; a listen
+stream that breaks is probed at once; and a call the gateway could not make (``member_failed``)
+marks the member unhealthy with the reason at once and has it discovered again.
 
 A server spec that declares a ``catalog`` is not discovered: the declared catalog stands in for
 discovery. That is a test seam for the engine's and the API's tests, which need members with
@@ -31,6 +38,7 @@ from bundle_operator.reference_platform import gateway_rules
 from bundle_operator.reference_platform.gateway_catalog import tool_views
 from bundle_operator.reference_platform.member_link import MemberLink, connected, member_link, server_of
 from bundle_operator.reference_platform.member_offer import DISCOVERY, LATEST, declared_catalog
+from bundle_operator.reference_platform.member_probe import PROBE_SECONDS, error_text, probe
 from bundle_operator.reference_platform.storage import Store, Tx, new_id, now_iso
 
 log = logging.getLogger("bundle_operator.platform.gateway")
@@ -181,8 +189,11 @@ class _Watcher:
     workspace: str
     instance_id: str
     link: MemberLink
+    # The revisions of the member entries that name the instance: any write changes it.
+    marker: tuple[tuple[str, int], ...] = ()
     task: asyncio.Task[None] | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    broken: str | None = None  # why the listen stream ended, until the member is probed
 
 
 # How long stopping waits for the watchers to end.
@@ -198,6 +209,7 @@ class DiscoveryService:
         self._watchers: dict[str, _Watcher] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._reports: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         """Begin following the store."""
@@ -207,7 +219,8 @@ class DiscoveryService:
 
     async def stop(self) -> None:
         """Stop every watcher."""
-        tasks = [t for t in [self._task, *(w.task for w in self._watchers.values())] if t is not None]
+        watchers = [w.task for w in self._watchers.values()]
+        tasks = [t for t in [self._task, *watchers, *self._reports] if t is not None]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -215,6 +228,24 @@ class DiscoveryService:
             # (seen once under load, past the 20 s a stop is given).
             await asyncio.wait(tasks, timeout=STOP_SECONDS)
         self._watchers.clear()
+
+    def member_failed(self, link: MemberLink, reason: str) -> None:
+        """A call to the member behind ``link`` failed: unhealthy now with ``reason``, then discovered again.
+
+        ``reason`` is already scrubbed of the link's secrets.
+        """
+        for watcher in list(self._watchers.values()):
+            if watcher.link == link:
+                task = asyncio.create_task(self._report(watcher, f"a call failed: {reason}"))
+                self._reports.add(task)
+                task.add_done_callback(self._reports.discard)
+
+    async def _report(self, watcher: _Watcher, message: str) -> None:
+        with contextlib.suppress(Exception):
+            await self.store.transact(
+                functools.partial(_save_for, watcher, {"ok": False, "message": message})
+            )
+        watcher.changed.set()  # discovery then says whether the member is back
 
     def refresh(self, instance_id: str) -> None:
         """Discover one instance again now."""
@@ -237,17 +268,17 @@ class DiscoveryService:
                 continue
             self._reconcile(wanted)
 
-    def _reconcile(self, wanted: dict[str, tuple[str, MemberLink]]) -> None:
+    def _reconcile(self, wanted: dict[str, tuple[str, MemberLink, tuple[tuple[str, int], ...]]]) -> None:
         for instance_id in list(self._watchers):
             watcher = self._watchers[instance_id]
             target = wanted.get(instance_id)
-            if target is None or target[1] != watcher.link:
+            if target is None or target[1] != watcher.link or target[2] != watcher.marker:
                 if watcher.task is not None:
                     watcher.task.cancel()
                 del self._watchers[instance_id]
-        for instance_id, (workspace, link) in wanted.items():
+        for instance_id, (workspace, link, marker) in wanted.items():
             if instance_id not in self._watchers:
-                watcher = _Watcher(workspace, instance_id, link)
+                watcher = _Watcher(workspace, instance_id, link, marker)
                 watcher.task = asyncio.create_task(self._watch(watcher), name=f"discover-{instance_id}")
                 self._watchers[instance_id] = watcher
 
@@ -260,7 +291,7 @@ class DiscoveryService:
                 raise
             except BaseException as exc:
                 failures += 1
-                reason = watcher.link.scrub(_reason(exc))
+                reason = watcher.link.scrub(error_text(exc))
                 log.info("discovery of %s failed: %s", watcher.instance_id, reason)
                 data = {"ok": False, "message": f"discovery failed: {reason}"}
                 with contextlib.suppress(Exception):
@@ -283,52 +314,74 @@ class DiscoveryService:
                     found = await discover(client)
                     data = {"ok": True, "message": "", **found}
                     await self.store.transact(functools.partial(_save_for, watcher, data))
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(watcher.changed.wait(), timeout=self.interval)
+                    await self._until_due(client, watcher)
+                    if listener.done() and listener.result():  # it had opened: open it again
+                        listener = asyncio.create_task(self._listen(client, watcher))
             finally:
                 listener.cancel()
                 with contextlib.suppress(BaseException):
                     await listener
 
+    async def _until_due(self, client: Client, watcher: _Watcher) -> None:
+        """Wait for a change or the interval, probing the member meanwhile; a failed probe raises."""
+        due = asyncio.get_running_loop().time() + self.interval
+        while (left := due - asyncio.get_running_loop().time()) > 0:
+            try:
+                await asyncio.wait_for(watcher.changed.wait(), timeout=min(left, PROBE_SECONDS))
+            except TimeoutError:
+                if left > PROBE_SECONDS:
+                    await probe(client, "the member stopped answering")
+                continue
+            if watcher.broken is None:
+                return
+            # The stream ended: the member is gone, or the stream only closed (then listed again).
+            broken, watcher.broken = watcher.broken, None
+            await probe(client, f"its change stream broke ({broken})")
+            return
+
     @staticmethod
-    async def _listen(client: Client, watcher: _Watcher) -> None:
-        """On the 2026-07-28 wire, change notifications come only on a listen stream."""
+    async def _listen(client: Client, watcher: _Watcher) -> bool:
+        """On the 2026-07-28 wire, change notifications come only on a listen stream; True if one opened."""
         capabilities = client.server_capabilities
         tools = bool(capabilities.tools and capabilities.tools.list_changed)
         prompts = bool(capabilities.prompts and capabilities.prompts.list_changed)
         resources = bool(capabilities.resources and capabilities.resources.list_changed)
         if not (tools or prompts or resources):
-            return
+            return False
+        opened = False
         try:
             async with client.listen(
                 tools_list_changed=tools, prompts_list_changed=prompts, resources_list_changed=resources
             ) as subscription:
+                opened = True
                 async for _event in subscription:
                     watcher.changed.set()
+            reason = "the member ended it"
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            # A legacy member notifies through the session instead (message_handler above).
-            log.debug("no listen stream from %s: %s", watcher.instance_id, type(exc).__name__)
+            if not opened:
+                # A legacy member notifies through the session instead (message_handler above).
+                log.debug("no listen stream from %s: %s", watcher.instance_id, type(exc).__name__)
+                return False
+            reason = watcher.link.scrub(error_text(exc))
+        watcher.broken = reason
+        watcher.changed.set()
+        return True
 
 
 def _save_for(watcher: _Watcher, data: dict[str, Any], tx: Tx) -> None:
     save(tx, watcher.workspace, watcher.instance_id, data)
 
 
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_reason(e) for e in exc.exceptions[:3])
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _wanted(tx: Tx) -> dict[str, tuple[str, MemberLink]]:
-    """Each member instance the gateway discovers, with its workspace and link."""
-    wanted: dict[str, tuple[str, MemberLink]] = {}
+def _wanted(tx: Tx) -> dict[str, tuple[str, MemberLink, tuple[tuple[str, int], ...]]]:
+    """Each member instance the gateway discovers, with its workspace, link and member entries' marker."""
+    wanted: dict[str, tuple[str, MemberLink, tuple[tuple[str, int], ...]]] = {}
     for member in tx.every(gateway_rules.MEMBER):
         instance_id = str(member.data["mcp_instance_id"])
         if instance_id in wanted:
+            held = wanted[instance_id]
+            wanted[instance_id] = (held[0], held[1], (*held[2], (member.id, member.revision)))
             continue
         instance = tx.get(member.workspace, kinds.MCP_INSTANCES.path, instance_id)
         if instance is None:
@@ -338,5 +391,5 @@ def _wanted(tx: Tx) -> dict[str, tuple[str, MemberLink]]:
             continue
         link = member_link(tx, member.workspace, instance)
         if link is not None:
-            wanted[instance_id] = (member.workspace, link)
+            wanted[instance_id] = (member.workspace, link, ((member.id, member.revision),))
     return wanted

@@ -99,6 +99,8 @@ class Gateway:
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
         self._announcer: asyncio.Task[None] | None = None
+        # Told of every call a member could not answer, so its health shows it (discovery.py).
+        self.member_failed: Callable[[MemberLink, str], None] = lambda _link, _reason: None
 
     def start(self) -> None:
         """Follow the store to announce list changes."""
@@ -186,10 +188,10 @@ class Gateway:
         )
         return as_written(result)
 
-    @staticmethod
-    def _unavailable(link: MemberLink, member: str, exc: BaseException) -> MCPError:
+    def _unavailable(self, link: MemberLink, member: str, exc: BaseException) -> MCPError:
         reason = link.scrub(f"{type(exc).__name__}: {exc}".strip().rstrip(":"))
         log.warning("the member %s did not answer: %s", member, reason)
+        self.member_failed(link, reason)
         return MCPError(code=types.INTERNAL_ERROR, message=f"the member '{member}' did not answer: {reason}")
 
     async def on_member(
