@@ -6,12 +6,12 @@ fetched over https behind the fetcher's guards and cached per issuer. The keys a
 ``KEYS_MAX_AGE`` (5 min) after a fetch and fetched again on the first token past that, so a key the
 issuer withdraws stops verifying within 5 min, verified tokens cached in memory included (their cache
 never outlives the keys that verified them). A token signed by a key the cache does not hold makes the
-keys be fetched at once, and no issuer's keys are fetched more than once per ``REFETCH_SECONDS`` (30 s):
-a rotation needs no restart and a flood of made-up key ids costs one fetch per interval. When the issuer
-cannot be reached, its last keys serve ``KEYS_GRACE`` (5 min) longer, then its tokens are refused as
-``issuer_unavailable`` until it answers again; an issuer that failed is tried again after
-``RETRY_FIRST`` (1 s), doubling up to ``RETRY_MAX`` (30 s), so that an outage costs its length and not a
-further 30 s.
+keys be fetched at once, and no issuer that answers has its keys fetched more than once per
+``REFETCH_SECONDS`` (30 s): a rotation needs no restart and a flood of made-up key ids costs one fetch
+per interval. When the issuer cannot be reached, its last keys serve ``KEYS_GRACE`` (5 min) longer, then
+its tokens are refused as ``issuer_unavailable`` until it answers again; an issuer that failed is tried
+again after ``RETRY_FIRST`` (1 s), doubling up to ``RETRY_MAX`` (30 s), so that an outage costs its
+length and not a further 30 s.
 
 Every header field and claim the checks read is checked for its JSON type first: a token is
 untrusted input until its signature verifies, and an odd type must be a 401, never a 500.
