@@ -182,6 +182,10 @@ def install_suite() -> None:
         shutil.copyfile(HERE / name, target / name)
     node = node_binary()
     env = dict(os.environ, PATH=f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    # Node trusts only its own CA list; a machine whose Python trusts $SSL_CERT_FILE (a TLS-inspecting
+    # proxy, say) lends it to npm unless NODE_EXTRA_CA_CERTS already says otherwise.
+    if "NODE_EXTRA_CA_CERTS" not in env and env.get("SSL_CERT_FILE"):
+        env["NODE_EXTRA_CA_CERTS"] = env["SSL_CERT_FILE"]
     print(f"conformance: npm ci {SUITE_PACKAGE}@{SUITE_VERSION} into {target}", flush=True)
     subprocess.run(
         [str(node), str(npm_cli()), "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],

@@ -14,9 +14,10 @@ scenarios and the pending ones: 32 in 0.1.16), and its per-scenario summary line
 
 The key relay is the one piece between the suite and the gateway: a loopback HTTP relay that adds
 ``Authorization: Bearer <key>`` and passes everything else through byte for byte, streaming
-responses as they come. It answers for its own host by giving the upstream its own host (so the
-gateway sees the `Host` it would see from a direct client), and passes any other `Host` and any
-`Origin` unchanged, so the DNS-rebinding scenario still tests the gateway.
+responses as they come. A `Host` naming the relay itself becomes the upstream's host, and an
+`Origin` of the relay's own origin the upstream's origin (so the gateway sees what a direct client
+would send); any other `Host` or `Origin` passes unchanged, so the DNS-rebinding scenario
+(`Host: evil.example.com`, `Origin: http://evil.example.com`) still tests the gateway.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
 
 from tests.conformance import build
 
@@ -235,10 +237,12 @@ async def key_relay(upstream: str, api_key: str) -> AsyncIterator[str]:
     own_host = ""
 
     async def relay(request: web.Request) -> web.StreamResponse:
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
-        headers.pop("Host", None)
+        headers = CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP)
+        headers.popall("Host", None)
         host = request.headers.get("Host", "")
         headers["Host"] = target.netloc if host in ("", own_host) else host
+        if headers.get("Origin") == f"http://{own_host}":
+            headers["Origin"] = f"{target.scheme}://{target.netloc}"
         headers["Authorization"] = f"Bearer {api_key}"
         body = await request.read()
         url = f"{target.scheme}://{target.netloc}{request.rel_url}"
