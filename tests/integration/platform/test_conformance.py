@@ -7,7 +7,7 @@ platform whose gateway bundle has that member as its only member (tools presente
 names), over real HTTP; tests/conformance/run.py has the pieces. The per-scenario table (direct vs
 gateway) is printed (`-s`) and written to `conformance-table.txt` in the test's tmp dir.
 `make conformance` (scripts/conformance.py) prints the same comparison outside pytest.
-Both runs take about 10 s together; each is bounded at 120 s.
+Both runs take about 10 s together; each is bounded at 75 s (run.SUITE_TIMEOUT_SECONDS).
 """
 
 from __future__ import annotations
