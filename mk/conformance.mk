@@ -4,7 +4,7 @@
 # own `npm` package to install the suite, all checked against the registry's sha512 integrity and
 # cached in ~/.cache/bundle-operator/conformance/, once per machine (tests/conformance/build.py).
 # No JavaScript of ours ships: tests/integration/platform/test_conformance.py runs the suite against
-# tests/conformance_member.py directly and through a gateway Endpoint.
+# tests/conformance_member.py directly; `make conformance` compares it with a gateway Endpoint.
 .PHONY: conformance-tools conformance
 
 # Idempotent: installs only what the cache lacks, then prints the command that runs the suite.
