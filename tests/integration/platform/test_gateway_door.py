@@ -94,6 +94,11 @@ async def test_a_foreign_host_or_origin_is_refused_and_nothing_reaches_the_membe
         async with httpx.AsyncClient(timeout=10) as http:
             answered = await http.request(method, url, headers={"Host": "evil.example.com"})
         assert answered.status_code == 403, method
+    async with httpx.AsyncClient(timeout=10) as http:
+        catalogue = await http.get(
+            url.removesuffix("/mcp") + "/catalog", headers={"Host": "evil.example.com"}
+        )
+    assert catalogue.status_code == 403 and problem(catalogue) == "host_not_allowed"
     foreign = await call(url, api_key, Origin="http://evil.example.com")
     assert foreign.status_code == 403
     assert problem(foreign) == "origin_not_allowed"
