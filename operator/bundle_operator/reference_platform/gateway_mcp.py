@@ -5,10 +5,10 @@ through the API's listener (``{public path}/{name}/mcp``). Every request first p
 endpoint's own door: the method must be one the transport has (GET, POST, DELETE), the endpoint
 must exist and be enabled, an ApiKey endpoint wants its current key as a bearer token, a session id
 must be one its sender opened, and a body must fit the transport's limit. Before all that, the
-``Host`` and ``Origin`` are checked against DNS rebinding (gateway_door.py), and after it a call of
-a tool the token's scopes do not cover is a scope challenge (gateway_stepup.py). The gateway follows the
-store and announces list changes to the endpoints it serves; tool calls go to the members through
-one pool of clients and are audited.
+``Host`` and ``Origin`` are checked against DNS rebinding (gateway_door.py); after it, a call of a
+tool the token's scopes do not cover is a scope challenge (gateway_stepup.py). The gateway follows
+the store and announces list changes to the endpoints it serves; tool calls go to the members
+through one pool of clients and are audited.
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ class Gateway:
         message = json_message(body) if body and (view.rate_limit is not None or modern or scoped) else None
         if scoped and (forbidden := refused_tool(view, principal, message)) is not None:
             call = AuditCall(view, forbidden, view.tools.get(forbidden), time.perf_counter(), principal)
-            self.audit(call, "forbidden", "the token's scopes do not allow the tool")
+            self.audit(call, "forbidden", f"the token's scopes do not allow the tool '{forbidden}'")
             raise step_up(view, forbidden, resource_metadata_url(self.endpoint_url(view.name)))
         if view.rate_limit is not None:
             for tool in tool_calls(message):
