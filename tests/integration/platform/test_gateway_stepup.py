@@ -6,16 +6,21 @@ read with the official SDK's own parser, as its OAuth client reads it before re-
 
 from __future__ import annotations
 
+import ssl
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
+from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_from_www_auth
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from platform_builders import key
 from platform_harness import TOKEN, PlatformProcess
+from pydantic import AnyUrl
 
 from bundle_operator.platform.client import PlatformClient
 
@@ -106,3 +111,64 @@ async def test_a_tool_call_without_the_tools_scopes_is_a_403_scope_challenge_on_
     forbidden = [e for e in audit if e["outcome"] == "forbidden"]
     assert [(e["who"], e["presented_name"]) for e in forbidden] == [("sub:ann", "notes__add_note")] * 2
     assert "do-not-record-this" not in str(audit)
+
+
+class HeldTokens:
+    """The SDK's token storage holding one token already granted, and no registration."""
+
+    def __init__(self, token: OAuthToken) -> None:
+        self.tokens: OAuthToken | None = token
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+async def test_the_sdks_oauth_client_re_authorizes_for_the_tools_scopes(
+    api: PlatformClient, members: Members, issuer: StubIssuer
+) -> None:
+    """The official client's auth flow, fed the platform's real answers, asks for the tool's scope."""
+    ws = f"su-{key()[:8]}"
+    bundle_id = await gateway(api, ws, members)
+    _, url = await oauth_endpoint(
+        api, ws, bundle_id, issuer, required_scopes=["mcp:tools"], tool_scopes={"notes__*": ["notes:write"]}
+    )
+    reader = issuer.token("ann", audience=url, scopes="mcp:tools")
+
+    async def nowhere(*_: Any) -> Any:
+        raise AssertionError("the flow stops before it sends anyone to authorize")
+
+    provider = OAuthClientProvider(
+        url,
+        OAuthClientMetadata(redirect_uris=[AnyUrl("http://localhost:3030/callback")], scope="mcp:tools"),
+        HeldTokens(OAuthToken(access_token=reader, token_type="Bearer", scope="mcp:tools")),
+        redirect_handler=nowhere,
+        callback_handler=nowhere,
+    )
+    body, headers = add_note(9, modern=True)
+    flow = provider.async_auth_flow(httpx2.Request("POST", url, json=body, headers=headers))
+    asked: list[str] = []
+    async with httpx2.AsyncClient(verify=ssl.create_default_context(cafile=str(issuer.tls.ca_file))) as http:
+        sent = await flow.__anext__()
+        assert sent.headers["Authorization"] == f"Bearer {reader}"
+        # Follow the flow through discovery; it registers (a POST) once it has chosen the scopes.
+        while sent.method != "POST" or not asked:
+            answered = await http.send(sent)
+            await answered.aread()
+            if not asked:
+                assert answered.status_code == 403
+            sent = await flow.asend(answered)
+            asked.append(str(sent.url))
+        await flow.aclose()
+    assert asked[0] == metadata_url(url)  # the challenge's resource_metadata, read first
+    assert provider.context.client_metadata.scope == "mcp:tools notes:write"
+    assert members.tool_calls("notes", "add_note") == 0
