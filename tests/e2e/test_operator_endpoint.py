@@ -274,6 +274,7 @@ def test_an_oauth_endpoint_is_served_with_its_issuer_and_keeps_no_secret(
     manifest = endpoint_manifest(name, auth={"mode": "OAuth", "oauth": oauth})
     del manifest["spec"]["credentialsSecretName"]
     manifest["spec"]["rateLimit"] = {"requestsPerMinute": 120, "burst": 10}
+    manifest["spec"]["allowedOrigins"] = ["https://app.example"]
     kubectl.apply(write(tmp_path, "endpoint.yaml", manifest), namespace=namespace)
     obj = wait_ready(kubectl, "bep", name, namespace)
     [served] = platform_endpoints(platform, namespace, name)
@@ -281,13 +282,15 @@ def test_an_oauth_endpoint_is_served_with_its_issuer_and_keeps_no_secret(
     assert served["oauth"]["issuer"] == "https://login.example"
     assert served["oauth"]["tool_scopes"] == {"github__*": ["repo"]}
     assert served["rate_limit"] == {"requests_per_minute": 120, "burst": 10}
+    assert served["allowed_origins"] == ["https://app.example"]
     secrets = json.loads(kubectl.run("get", "secrets", "-n", namespace, "-o", "json").stdout)["items"]
     assert not [s for s in secrets if s["metadata"].get("ownerReferences")
                 and s["metadata"]["ownerReferences"][0]["kind"] == "Endpoint"]  # fmt: skip
 
-    # A changed scope and limit reach the platform endpoint in place.
+    # A changed scope, limit and origins reach the platform endpoint in place.
     manifest["spec"]["auth"]["oauth"]["requiredScopes"] = ["mcp:tools", "mcp:read"]
     del manifest["spec"]["rateLimit"]
+    manifest["spec"]["allowedOrigins"] = ["https://app.example", "http://localhost:3000"]
     kubectl.apply(write(tmp_path, "endpoint.yaml", manifest), namespace=namespace)
     wait_until(
         lambda: (
@@ -299,6 +302,10 @@ def test_an_oauth_endpoint_is_served_with_its_issuer_and_keeps_no_secret(
         "the new scopes on the platform",
     )
     assert platform_endpoints(platform, namespace, name)[0]["rate_limit"] is None
+    assert platform_endpoints(platform, namespace, name)[0]["allowed_origins"] == [
+        "https://app.example",
+        "http://localhost:3000",
+    ]
 
     # OAuth without its issuer is refused by the API server itself.
     bare = endpoint_manifest(endpoint_name(namespace) + "x", auth={"mode": "OAuth"})

@@ -46,6 +46,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     run.add_argument("--public-url", help="the gateway's public MCP base URL (default http://HOST:PORT/mcp)")
     run.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a Host name endpoint requests may carry besides the public URL's and loopback's "
+        "(repeatable; '*' turns the DNS-rebinding check off)",
+    )
+    run.add_argument(
         "--github-base-url",
         help="where GitHub skills' SKILL.md files are fetched from (default: GitHub's raw file host)",
     )
@@ -118,6 +126,7 @@ def _serve(args: argparse.Namespace) -> int:
         fault_injection=args.enable_fault_injection,
         count_calls=args.count_calls,
         public_url=args.public_url,
+        allowed_hosts=tuple(args.allowed_host),
         github_base_url=args.github_base_url or DEFAULT_GITHUB_BASE_URL,
         discovery_interval=args.discovery_interval,
         allow_private_issuers=args.allow_private_issuers,

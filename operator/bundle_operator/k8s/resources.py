@@ -366,6 +366,11 @@ class InstallationRef(_Model):
 
 
 _SCOPE = r"^[\x21\x23-\x5b\x5d-\x7e]{1,256}$"
+# platform/models/endpoints.py ORIGIN_PATTERN: scheme http or https, a host, an optional port.
+_ORIGIN = (
+    r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)(:[0-9]{1,5})?$"
+)
 
 
 class EndpointOAuth(_Model):
@@ -460,6 +465,12 @@ class EndpointSpec(_Model):
     )
     rate_limit: EndpointRateLimit | None = Field(
         default=None, description="Tool calls a client may make; none: no limit. Past it: HTTP 429."
+    )
+    allowed_origins: list[Annotated[str, Field(max_length=2048, pattern=_ORIGIN)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Browser origins (scheme://host[:port], e.g. https://app.example) whose requests "
+        "the endpoint serves besides the public URL's; any other Origin is answered 403.",
     )
     credentials_secret_name: str | None = Field(
         default=None,

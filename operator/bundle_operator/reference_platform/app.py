@@ -150,6 +150,7 @@ def create_app(config: ServerConfig) -> web.Application:
             allow_networks=PRIVATE_NETWORKS if config.allow_private_issuers else (), verify=tls_context()
         ),
         retention=Retention(config.audit_max_entries, timedelta(days=config.audit_max_age_days)),
+        allowed_hosts=config.allowed_hosts,
     )
     discovery = DiscoveryService(ctx.store, interval=config.discovery_interval)
     gateway.member_failed = discovery.member_failed

@@ -24,6 +24,8 @@ class ServerConfig:
     # The gateway's public MCP base; endpoint URLs are ``{public_url}/{name}/mcp``. None means
     # ``http://<host>:<port>/mcp`` of the bound socket.
     public_url: str | None = None
+    # Host names endpoint requests may carry besides the public URL's and loopback's ("*": any).
+    allowed_hosts: tuple[str, ...] = ()
     github_base_url: str = DEFAULT_GITHUB_BASE_URL
     github_timeout: float = 10.0
     # Seconds between discoveries of a gateway member (a member's list_changed comes sooner).

@@ -4,9 +4,11 @@ Each endpoint gets an MCP server of its own (gateway_endpoint.py), started on fi
 through the API's listener (``{public path}/{name}/mcp``). Every request first passes the
 endpoint's own door: the method must be one the transport has (GET, POST, DELETE), the endpoint
 must exist and be enabled, an ApiKey endpoint wants its current key as a bearer token, a session id
-must be one its sender opened, and a body must fit the transport's limit. The gateway follows the
-store and announces list changes to the endpoints it serves; tool calls go to the members through
-one pool of clients and are audited.
+must be one its sender opened, and a body must fit the transport's limit. Before all that, the
+``Host`` and ``Origin`` are checked against DNS rebinding (gateway_door.py); after it, a call of a
+tool the token's scopes do not cover is a scope challenge (gateway_stepup.py). The gateway follows
+the store and announces list changes to the endpoints it serves; tool calls go to the members
+through one pool of clients and are audited.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from bundle_operator.reference_platform.gateway_direct import (
     failure,
     param_headers_agree,
 )
+from bundle_operator.reference_platform.gateway_door import Door
 from bundle_operator.reference_platform.gateway_endpoint import MAX_REQUEST_BODY, GatewayEndpoint, shown
 from bundle_operator.reference_platform.gateway_limits import (
     RateLimiter,
@@ -57,6 +60,7 @@ from bundle_operator.reference_platform.gateway_oauth import (
     tool_allowed,
 )
 from bundle_operator.reference_platform.gateway_rules import MAX_PRESENTED_NAME
+from bundle_operator.reference_platform.gateway_stepup import needs_scopes, refused_tool, step_up
 from bundle_operator.reference_platform.gateway_view import EndpointView, endpoint_view
 from bundle_operator.reference_platform.member_forward import HeaderMismatch, MemberForwarder, as_written
 from bundle_operator.reference_platform.member_link import MemberLink, MemberPool
@@ -85,9 +89,11 @@ class Gateway:
         public_url: Callable[[], str] = lambda: "http://127.0.0.1/mcp",
         verifier: TokenVerifier | None = None,
         retention: Retention | None = None,
+        allowed_hosts: tuple[str, ...] = (),
     ) -> None:
         self.store = store
         self.public_url = public_url
+        self.door = Door(allowed_hosts)
         self.verifier = verifier or TokenVerifier()
         self.limiter = RateLimiter()
         self.metrics = GatewayMetrics()
@@ -231,6 +237,7 @@ class Gateway:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """Serve one HTTP request to ``{public path}/{name}/mcp``."""
+        self._check_host(request)
         if request.method not in METHODS:
             raise ApiError(
                 405,
@@ -242,6 +249,7 @@ class Gateway:
         live, view = await self.endpoint(name)
         if live is None or view is None:
             raise ApiError(404, "not_found", f"there is no endpoint '{name}'")
+        self.door.check_origin(request.headers.get("Origin"), view.allowed_origins)
         if not view.enabled:
             raise ApiError(403, "endpoint_disabled", f"the endpoint '{name}' is disabled")
         principal = await self._principal(request, view)
@@ -252,7 +260,12 @@ class Gateway:
         body = await _read_body(request) if request.method == "POST" else None
         # Read once, and only when the rate limit or the direct path (the 2026-07-28 wire) needs it.
         modern = request.headers.get("MCP-Protocol-Version") in MODERN_PROTOCOL_VERSIONS
-        message = json_message(body) if body and (view.rate_limit is not None or modern) else None
+        scoped = needs_scopes(view)
+        message = json_message(body) if body and (view.rate_limit is not None or modern or scoped) else None
+        if scoped and (forbidden := refused_tool(view, principal, message)) is not None:
+            call = AuditCall(view, forbidden, view.tools.get(forbidden), time.perf_counter(), principal)
+            self.audit(call, "forbidden", f"the token's scopes do not allow the tool '{forbidden}'")
+            raise step_up(view, forbidden, resource_metadata_url(self.endpoint_url(view.name)))
         if view.rate_limit is not None:
             for tool in tool_calls(message):
                 wait = self.limiter.take((view.endpoint_id, principal.who), *view.rate_limit)
@@ -322,7 +335,8 @@ class Gateway:
             self.audit(call, "refused", message)
             raise MCPError(code=types.INVALID_PARAMS, message=message)
         if not tool_allowed(view.oauth, principal, name):
-            # Said as the MCP error a client shows; the member is never called.
+            # The door answers such calls with a scope challenge (gateway_stepup.py) before they get
+            # here; this holds for a call it could not read. The member is never called.
             message = f"the token's scopes do not allow the tool '{name}'"
             self.audit(call, "forbidden", message)
             raise MCPError(code=types.INVALID_PARAMS, message=message)
@@ -363,6 +377,11 @@ class Gateway:
             )
         return Principal(f"key:{view.endpoint_id}")
 
+    def _check_host(self, request: web.Request) -> None:
+        """403 host_not_allowed for a Host the platform is not reached by (gateway_door.py)."""
+        self.door.follow(self.public_url())
+        self.door.check_host(request.headers.get("Host"))
+
     def endpoint_url(self, name: str) -> str:
         """Where clients reach the endpoint ``name``."""
         return f"{self.public_url().rstrip('/')}/{name}/mcp"
@@ -384,10 +403,12 @@ class Gateway:
         found (never forbidden), so nobody learns that a bundle exists when they have no way in.
         Tools are listed by title and description, and only those the token may call.
         """
+        self._check_host(request)
         name = request.match_info["endpoint"]
         view = await self.view(name)
         if view is None or view.auth_mode != "OAuth" or view.oauth is None or not view.enabled:
             raise ApiError(404, "not_found", f"there is no catalogue at '{name}'")
+        self.door.check_origin(request.headers.get("Origin"), view.allowed_origins)
         principal = await self._principal(request, view)
         tools = [
             {

@@ -17,6 +17,7 @@ from bundle_operator.platform import kinds
 from bundle_operator.reference_platform import gateway_rules as rules
 from bundle_operator.reference_platform.bundle_rules import API_KEY_PURPOSE
 from bundle_operator.reference_platform.gateway_catalog import entry_views, members_in_order, tool_views
+from bundle_operator.reference_platform.gateway_door import origin_key
 from bundle_operator.reference_platform.kind_rules import owned_secret_key
 from bundle_operator.reference_platform.member_link import MemberLink, member_link
 from bundle_operator.reference_platform.storage import Row, Tx
@@ -85,6 +86,8 @@ class EndpointView:
     overview: str = ""  # the catalogue's text for a person deciding whether to connect (seed 002)
     oauth: dict[str, Any] | None = None  # the endpoint's stored OAuth settings (OAuth endpoints)
     rate_limit: tuple[int, int] | None = None  # requests per minute and burst, per client
+    # Origins allowed besides the public URL's, as gateway_door.origin_key compares them.
+    allowed_origins: frozenset[str] = frozenset()
 
     def fingerprint(self, what: str) -> str:
         """A hash of what ``tools/list``, ``prompts/list`` or ``resources/list`` would answer."""
@@ -259,6 +262,7 @@ def endpoint_view(tx: Tx, name: str) -> EndpointView | None:
         overview=str(bundle.data.get("overview") or ""),
         oauth=endpoint.data.get("oauth"),
         rate_limit=_rate_limit(endpoint.data.get("rate_limit")),
+        allowed_origins=frozenset(origin_key(o) for o in endpoint.data.get("allowed_origins") or ()),
     )
 
 

@@ -416,7 +416,8 @@ async def head_then_health(base: str, path: str, authorization: str | None) -> t
     try:
         auth = f"Authorization: Bearer {authorization}\r\n" if authorization else ""
         writer.write(
-            f"HEAD {path} HTTP/1.1\r\nHost: gateway\r\n{auth}\r\n"
+            # The platform's own host: endpoint routes refuse any other (DNS-rebinding protection).
+            f"HEAD {path} HTTP/1.1\r\nHost: {parts.netloc.decode()}\r\n{auth}\r\n"
             "GET /healthz HTTP/1.1\r\nHost: gateway\r\n\r\n".encode()
         )
         await writer.drain()

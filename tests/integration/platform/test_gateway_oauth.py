@@ -198,7 +198,9 @@ async def test_a_valid_token_lists_and_calls_tools_within_its_scopes(
         assert "notes__add_note" not in tools and "weather__forecast" in tools
         result = await client.call_tool("weather__forecast", {"city": "Oslo"})
         assert result.content[0].text == "forecast for Oslo: sunny"  # type: ignore[union-attr]
-        with pytest.raises(MCPError, match="scopes do not allow the tool 'notes__add_note'"):
+        # The gateway answers with a 403 scope challenge (test_gateway_stepup.py); this client,
+        # having no OAuth provider to re-authorize with, reports it as an error.
+        with pytest.raises(MCPError):
             await client.call_tool("notes__add_note", {"text": "do-not-record-this"})
     assert members.tool_calls("notes", "add_note") == 0  # the member was never called
     writer = issuer.token("bob", audience=url, scopes="mcp:tools notes:write", key=issuer.key(alg))

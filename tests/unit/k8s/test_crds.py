@@ -197,6 +197,7 @@ def test_endpoint_rules_keep_its_reference_and_auth_mode_and_its_name_a_url_segm
         "profile",
         "enabled",
         "rateLimit",
+        "allowedOrigins",
         "credentialsSecretName",
     }
     assert node_at(endpoint, "spec.auth.mode")["enum"] == ["ApiKey", "OAuth"]

@@ -141,6 +141,33 @@ def test_profile_and_enabled_are_patched_only_when_they_differ() -> None:
     assert wanted_update(off, endpoint(profile="ChatGPT")) == EndpointUpdate(enabled=False)
 
 
+def test_allowed_origins_are_patched_when_they_drift() -> None:
+    spec = EndpointSpec.model_validate(
+        {
+            "installationRef": {"name": "kit"},
+            "credentialsSecretName": "s",
+            "allowedOrigins": ["https://app.example"],
+        }
+    )
+    assert wanted_update(spec, endpoint()) == EndpointUpdate(allowed_origins=["https://app.example"])
+    assert wanted_update(spec, endpoint(allowed_origins=["https://app.example"])) is None
+    # Emptied in the spec: the platform's list is emptied too, not left as it was.
+    emptied = spec.model_copy(update={"allowed_origins": []})
+    assert wanted_update(emptied, endpoint(allowed_origins=["https://app.example"])) == EndpointUpdate(
+        allowed_origins=[]
+    )
+
+
+@pytest.mark.parametrize(
+    "origin", ["https://app.example/", "https://app.example/path", "ftp://app.example", "app.example", "*"]
+)
+def test_an_allowed_origin_that_is_not_an_origin_is_refused(origin: str) -> None:
+    with pytest.raises(ValueError, match="allowedOrigins"):
+        EndpointSpec.model_validate(
+            {"installationRef": {"name": "kit"}, "credentialsSecretName": "s", "allowedOrigins": [origin]}
+        )
+
+
 def secret(
     *, key: bool = True, endpoint_id: str = "ept_01", rotated_for: str | None = None
 ) -> dict[str, Any]:
@@ -497,6 +524,7 @@ def test_an_oauth_endpoint_carries_its_issuer_and_scopes_and_keeps_no_secret(wor
         "tool_scopes": {"github__*": ["repo"]},
     }
     assert row["rate_limit"] == {"requests_per_minute": 60, "burst": None}
+    assert row["allowed_origins"] == []
     assert world.kube.secrets == {}
     assert world.condition("Ready")["status"] == "True"
 
@@ -614,6 +642,22 @@ def test_enabled_and_profile_are_patched_without_a_new_key(world: World) -> None
     assert world.platform.issued == 1
     ready = world.condition("Ready")
     assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("True", "Disabled", 2)
+
+
+def test_allowed_origins_reach_the_platform_on_create_and_on_change(world: World) -> None:
+    world.install()
+    world.body["spec"] = {**world.body["spec"], "allowedOrigins": ["https://app.example"]}
+    world.run()
+    [row] = world.platform.endpoints.values()
+    assert row["allowed_origins"] == ["https://app.example"]
+    world.body["spec"] = {
+        **world.body["spec"],
+        "allowedOrigins": ["https://app.example", "http://localhost:3000"],
+    }
+    world.body["metadata"]["generation"] = 2
+    world.run()
+    assert row["allowed_origins"] == ["https://app.example", "http://localhost:3000"]
+    assert world.platform.issued == 1
 
 
 def test_a_temporary_platform_error_retries_and_a_permanent_one_stalls(world: World) -> None:

@@ -102,8 +102,8 @@ def platform_rate_limit(spec: EndpointSpec) -> PlatformRateLimit | None:
 
 
 def wanted_update(spec: EndpointSpec, endpoint: Endpoint) -> EndpointUpdate | None:
-    """The PATCH that brings ``endpoint`` to the spec's profile, enabled, OAuth settings and rate
-    limit, or None."""
+    """The PATCH that brings ``endpoint`` to the spec's profile, enabled, OAuth settings, rate
+    limit and allowed origins, or None."""
     changes: dict[str, Any] = {}
     if endpoint.profile != spec.profile:
         changes["profile"] = spec.profile
@@ -115,6 +115,8 @@ def wanted_update(spec: EndpointSpec, endpoint: Endpoint) -> EndpointUpdate | No
     rate_limit = platform_rate_limit(spec)
     if endpoint.rate_limit != rate_limit:
         changes["rate_limit"] = rate_limit
+    if endpoint.allowed_origins != spec.allowed_origins:
+        changes["allowed_origins"] = list(spec.allowed_origins)
     return EndpointUpdate(**changes) if changes else None
 
 
@@ -415,6 +417,7 @@ class EndpointReconciler:
             auth_mode=spec.auth.mode,
             oauth=platform_oauth(spec),
             rate_limit=platform_rate_limit(spec),
+            allowed_origins=list(spec.allowed_origins),
             profile=spec.profile,
             enabled=spec.enabled,
         )

@@ -20,6 +20,13 @@ from bundle_operator.platform.models.base import (
 
 Scope = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[\x21\x23-\x5b\x5d-\x7e]+$")]
 ToolPattern = Annotated[str, Field(min_length=1, max_length=256)]
+# An origin as a browser sends it: scheme http or https, a host, an optional port, nothing after.
+# The same pattern is in k8s/resources.py, so the CRD refuses what the platform would.
+ORIGIN_PATTERN = (
+    r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)(:[0-9]{1,5})?$"
+)
+AllowedOrigin = Annotated[str, Field(max_length=2048, pattern=ORIGIN_PATTERN)]
 
 
 class EndpointOAuth(ApiModel):
@@ -53,6 +60,11 @@ class EndpointCreate(ApiModel):
     auth_mode: Literal["ApiKey", "OAuth"] = "ApiKey"
     oauth: EndpointOAuth | None = Field(default=None, description="required for OAuth, refused for ApiKey")
     rate_limit: EndpointRateLimit | None = None
+    allowed_origins: list[AllowedOrigin] = Field(
+        default_factory=list,
+        max_length=64,
+        description="browser origins (e.g. https://app.example) allowed besides the public URL's",
+    )
     profile: Literal["Default", "ChatGPT"] = "Default"
     enabled: bool = True
 
@@ -64,6 +76,9 @@ class EndpointUpdate(ApiModel):
     enabled: bool | None = None
     oauth: EndpointOAuth | None = None
     rate_limit: EndpointRateLimit | None = Field(default=None, description="null removes the limit")
+    allowed_origins: list[AllowedOrigin] | None = Field(
+        default=None, max_length=64, description="replaces the list; [] allows the public URL's origin only"
+    )
 
 
 class Endpoint(Entity):
@@ -74,6 +89,7 @@ class Endpoint(Entity):
     auth_mode: Literal["ApiKey", "OAuth"]
     oauth: EndpointOAuth | None = None
     rate_limit: EndpointRateLimit | None = None
+    allowed_origins: list[str] = Field(default_factory=list)
     profile: Literal["Default", "ChatGPT"]
     enabled: bool
     url: str
