@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from typing import Any, TypeVar
 
@@ -25,6 +27,7 @@ from bundle_operator.platform.models import (
     Entity,
     GatewayBundle,
     GatewayBundleCreate,
+    GatewayMemberPut,
     KnowledgeSet,
     KnowledgeSetCreate,
     McpInstance,
@@ -142,3 +145,34 @@ async def knowledge_set(client: PlatformClient, ws: str, name: str = "Statutes")
 async def app(client: PlatformClient, ws: str, name: str = "Dashboard", **fields: object) -> App:
     body = AppCreate.model_validate({"name": name, "document": {"title": name}} | fields)
     return await client.create(ws, kinds.APPS, body, idempotency_key=key())
+
+
+async def member_gateway(
+    api: PlatformClient,
+    ws: str,
+    members: Any,
+    body: GatewayBundleCreate,
+    names: tuple[str, ...] = ("weather", "notes"),
+) -> str:
+    """A gateway bundle of the test members ``names`` (tests/mcp_members.py), each its own server and
+    instance, once every member is discovered healthy with at least two tools each: its id."""
+    bundle = await api.create(ws, kinds.GATEWAY_BUNDLES, body, idempotency_key=key())
+    for name in names:
+        server = await api.create(
+            ws,
+            kinds.MCP_SERVERS,
+            McpServerCreate(name=name, type="url", endpoint_url=members.url(name)),
+            idempotency_key=key(),
+        )
+        inst = await api.create(
+            ws, kinds.MCP_INSTANCES, McpInstanceCreate(server_id=server.id, name=name), idempotency_key=key()
+        )
+        await api.put_member(ws, bundle.id, name, GatewayMemberPut(mcp_instance_id=inst.id))
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if all(m.healthy for m in await api.list_members(ws, bundle.id)) and len(
+            await api.list_tools(ws, bundle.id)
+        ) >= 2 * len(names):
+            return bundle.id
+        await asyncio.sleep(0.1)
+    raise AssertionError("the members were not discovered")

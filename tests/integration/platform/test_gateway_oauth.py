@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from platform_builders import key
+from platform_builders import key, member_gateway
 from platform_harness import TOKEN, PlatformProcess, start_platform
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -35,9 +35,6 @@ from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import (
     EndpointCreate,
     GatewayBundleCreate,
-    GatewayMemberPut,
-    McpInstanceCreate,
-    McpServerCreate,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -59,32 +56,9 @@ OVERVIEW = "Forecasts and notes for planning.\n\nIt reaches nothing you have not
 
 async def gateway(api: PlatformClient, ws: str, members: Members) -> str:
     """A gateway bundle of both members, once both are discovered."""
-    bundle = await api.create(
-        ws,
-        kinds.GATEWAY_BUNDLES,
-        GatewayBundleCreate(name=f"planner-{ws}", overview=OVERVIEW),
-        idempotency_key=key(),
+    return await member_gateway(
+        api, ws, members, GatewayBundleCreate(name=f"planner-{ws}", overview=OVERVIEW)
     )
-    for name in ("weather", "notes"):
-        server = await api.create(
-            ws,
-            kinds.MCP_SERVERS,
-            McpServerCreate(name=name, type="url", endpoint_url=members.url(name)),
-            idempotency_key=key(),
-        )
-        inst = await api.create(
-            ws, kinds.MCP_INSTANCES, McpInstanceCreate(server_id=server.id, name=name), idempotency_key=key()
-        )
-        await api.put_member(ws, bundle.id, name, GatewayMemberPut(mcp_instance_id=inst.id))
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if (
-            all(m.healthy for m in await api.list_members(ws, bundle.id))
-            and len(await api.list_tools(ws, bundle.id)) >= 4
-        ):
-            return bundle.id
-        await asyncio.sleep(0.1)
-    raise AssertionError("the members were not discovered")
 
 
 async def oauth_endpoint(

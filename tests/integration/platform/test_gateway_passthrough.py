@@ -7,17 +7,15 @@ own server identity stamp on the 2026-07-28 wire.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from platform_builders import key
+from platform_builders import key, member_gateway
 from platform_harness import TOKEN, PlatformProcess, start_platform
 
 from bundle_operator.platform import kinds
@@ -25,9 +23,6 @@ from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import (
     EndpointCreate,
     GatewayBundleCreate,
-    GatewayMemberPut,
-    McpInstanceCreate,
-    McpServerCreate,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -56,31 +51,11 @@ async def api(gateway_platform: PlatformProcess) -> AsyncIterator[PlatformClient
 async def served(api: PlatformClient, members: Members) -> tuple[str, str]:
     """An ApiKey endpoint of a bundle of both members, once they are discovered: its URL and key."""
     ws = f"pt-{key()[:8]}"
-    bundle = await api.create(
-        ws, kinds.GATEWAY_BUNDLES, GatewayBundleCreate(name=f"b-{ws}"), idempotency_key=key()
-    )
-    for name in ("weather", "notes"):
-        server = await api.create(
-            ws,
-            kinds.MCP_SERVERS,
-            McpServerCreate(name=name, type="url", endpoint_url=members.url(name)),
-            idempotency_key=key(),
-        )
-        inst = await api.create(
-            ws, kinds.MCP_INSTANCES, McpInstanceCreate(server_id=server.id, name=name), idempotency_key=key()
-        )
-        await api.put_member(ws, bundle.id, name, GatewayMemberPut(mcp_instance_id=inst.id))
-    deadline = time.monotonic() + 15
-    while not (
-        all(m.healthy for m in await api.list_members(ws, bundle.id))
-        and len(await api.list_tools(ws, bundle.id)) >= 4
-    ):
-        assert time.monotonic() < deadline, "the members were not discovered"
-        await asyncio.sleep(0.1)
+    bundle_id = await member_gateway(api, ws, members, GatewayBundleCreate(name=f"b-{ws}"))
     created = await api.create(
         ws,
         kinds.ENDPOINTS,
-        EndpointCreate(name=f"ep-{ws}", gateway_bundle_id=bundle.id),
+        EndpointCreate(name=f"ep-{ws}", gateway_bundle_id=bundle_id),
         idempotency_key=key(),
     )
     assert created.api_key is not None
