@@ -29,6 +29,7 @@ from bundle_operator.engine.record import (
     Part,
     Record,
     RecordedEntity,
+    primary_first,
 )
 from bundle_operator.engine.snapshot import Snapshot
 from bundle_operator.engine.writer import Persist, Writer
@@ -296,7 +297,7 @@ class _Run:
             (part, item.desired.entity)
             for item in self.superseded
             if item.recorded is not None
-            for part in sorted(item.recorded.parts, key=lambda p: (p.role != "primary", p.role != "server"))
+            for part in primary_first(item.recorded.parts)
             # A gone primary needs no delete; an archived agent stays archived; a replaced one goes.
             if part.role != "primary" or item.replaces
         ]

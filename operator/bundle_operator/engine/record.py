@@ -116,6 +116,12 @@ class Record(_Model):
         return self.seq
 
 
+def primary_first(parts: list[Part]) -> list[Part]:
+    """Parts in the order they go: the primary, then the server spec it uses, then the rest
+    (secrets), so that nothing is deleted while an entity that stays still refers to it."""
+    return sorted(parts, key=lambda p: (p.role != "primary", p.role != "server"))
+
+
 def idempotency_key(record: Record, fingerprint: str, attempt: int, entity: str, role: str) -> str:
     """Stable for one installation, inputs (bundle digest and setup), attempt, entity and part: a create
     repeated after a crash returns the entity the first one made."""

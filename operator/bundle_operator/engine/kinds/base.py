@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from bundle_operator.engine.desired import Desired, Inputs
 from bundle_operator.engine.export_report import ExportOut
 from bundle_operator.engine.merge import MergeResult, OnConflict, merge
-from bundle_operator.engine.record import Part, Record, RecordedEntity
+from bundle_operator.engine.record import Part, Record, RecordedEntity, primary_first
 from bundle_operator.engine.snapshot import Snapshot
 from bundle_operator.engine.writer import Sending, Writer
 from bundle_operator.platform.kinds import Kind
@@ -178,8 +178,7 @@ class EntityKind(ABC):
     async def remove(self, writer: Writer, recorded: RecordedEntity) -> list[str]:
         """Delete it, the primary first; returns the parts that would not go."""
         failures: list[str] = []
-        order = sorted(recorded.parts, key=lambda p: (p.role != "primary", p.role != "server"))
-        for part in order:
+        for part in primary_first(recorded.parts):
             if await writer.failed_to_delete(part, recorded.entity):
                 failures.append(f"{part.path}/{part.id}")
                 if part.role in ("primary", "server"):
