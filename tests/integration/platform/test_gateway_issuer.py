@@ -30,20 +30,11 @@ from bundle_operator.platform.models import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from tests.integration.platform.test_gateway_oauth import INITIALIZE
 from tests.mcp_members import Members
 from tests.oauth_issuer import StubIssuer, stub_issuer
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 
 
 @pytest.fixture(scope="module")

@@ -59,15 +59,23 @@ def add_note(request_id: int, *, modern: bool) -> tuple[dict[str, Any], dict[str
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}, headers
 
 
-async def test_a_tool_call_without_the_tools_scopes_is_a_403_scope_challenge_on_every_wire(
+async def scoped_endpoint(
     api: PlatformClient, members: Members, issuer: StubIssuer
-) -> None:
+) -> tuple[str, str, str, str]:
+    """An OAuth endpoint that requires ``mcp:tools``, and ``notes:write`` for the notes tools: its
+    workspace, its bundle's id, its URL, and a token that has only ``mcp:tools``."""
     ws = f"su-{key()[:8]}"
     bundle_id = await gateway(api, ws, members)
     _, url = await oauth_endpoint(
         api, ws, bundle_id, issuer, required_scopes=["mcp:tools"], tool_scopes={"notes__*": ["notes:write"]}
     )
-    reader = issuer.token("ann", audience=url, scopes="mcp:tools")
+    return ws, bundle_id, url, issuer.token("ann", audience=url, scopes="mcp:tools")
+
+
+async def test_a_tool_call_without_the_tools_scopes_is_a_403_scope_challenge_on_every_wire(
+    api: PlatformClient, members: Members, issuer: StubIssuer
+) -> None:
+    ws, bundle_id, url, reader = await scoped_endpoint(api, members, issuer)
     bearer = {"Authorization": f"Bearer {reader}"}
     expected = (
         f'Bearer error="insufficient_scope", scope="mcp:tools notes:write", '
@@ -137,12 +145,7 @@ async def test_the_sdks_oauth_client_re_authorizes_for_the_tools_scopes(
     api: PlatformClient, members: Members, issuer: StubIssuer
 ) -> None:
     """The official client's auth flow, fed the platform's real answers, asks for the tool's scope."""
-    ws = f"su-{key()[:8]}"
-    bundle_id = await gateway(api, ws, members)
-    _, url = await oauth_endpoint(
-        api, ws, bundle_id, issuer, required_scopes=["mcp:tools"], tool_scopes={"notes__*": ["notes:write"]}
-    )
-    reader = issuer.token("ann", audience=url, scopes="mcp:tools")
+    _, _, url, reader = await scoped_endpoint(api, members, issuer)
 
     async def nowhere(*_: Any) -> Any:
         raise AssertionError("the flow stops before it sends anyone to authorize")
