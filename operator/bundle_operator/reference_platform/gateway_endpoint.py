@@ -46,6 +46,7 @@ from bundle_operator.reference_platform.asgi_bridge import AsgiApp, Message, Rec
 from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
 from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView
 from bundle_operator.reference_platform.member_link import MemberLink
+from bundle_operator.reference_platform.member_relay import Route
 
 # The largest request body an endpoint takes (the SDK's own default), on either path.
 MAX_REQUEST_BODY = DEFAULT_MAX_REQUEST_BODY_SIZE
@@ -73,11 +74,20 @@ class Upstream(Protocol):
     async def current(self, endpoint: GatewayEndpoint) -> EndpointView: ...
 
     async def call_tool(
-        self, view: EndpointView, principal: Principal | None, name: str, arguments: dict[str, Any]
+        self,
+        view: EndpointView,
+        principal: Principal | None,
+        name: str,
+        arguments: dict[str, Any],
+        relayed: Relayed | None = None,
     ) -> types.CallToolResult | dict[str, Any]: ...
 
     async def on_member(
-        self, link: MemberLink | None, member: str, action: Callable[[Client], Awaitable[Any]]
+        self,
+        link: MemberLink | None,
+        member: str,
+        action: Callable[[Client], Awaitable[Any]],
+        route: Route | None = None,
     ) -> Any: ...
 
 
@@ -88,6 +98,22 @@ def _not_found(what: str) -> MCPError:
 def shown(text: str) -> str:
     """Client text as an error message repeats it: cut short, so no answer grows with the request."""
     return cut_short(text, MAX_SHOWN)
+
+
+@dataclass(frozen=True)
+class Relayed:
+    """A call through the SDK's server: where the member's messages go, and what the client carried."""
+
+    route: Callable[[str], Route]  # the route for the member that serves the call
+    progress: bool  # the client gave a progress token
+    input_responses: dict[str, Any] | None = None  # the client's answers (2026-07-28 wire)
+    request_state: str | None = None
+
+
+def _progress_token(meta: Any) -> Any:
+    if not isinstance(meta, dict):
+        return None
+    return meta.get("progressToken", meta.get("progress_token"))
 
 
 class SessionOwners:
@@ -172,6 +198,8 @@ class GatewayEndpoint:
     sessions: dict[str, ServerSession] = field(default_factory=dict)
     owners: SessionOwners = field(default_factory=SessionOwners)
     announced: dict[str, str] = field(default_factory=dict)
+    # Each handshake-era session's ``logging/setLevel``, newest last (bounded like ``sessions``).
+    levels: OrderedDict[str, types.LoggingLevel] = field(default_factory=OrderedDict)
     task: asyncio.Task[None] | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -187,15 +215,17 @@ class GatewayEndpoint:
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
             on_completion=self._complete,
+            on_set_logging_level=self._set_level,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
         # Registered by method: its answer may be the member's raw result (a dict), passed through.
         self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
         self.server.middleware.insert(0, self._remember_session)
-        # Plain JSON answers where the protocol allows them: cheaper than an SSE stream per call.
+        # Answers stream (SSE) so that a member's progress, logs and requests reach the caller
+        # mid-call; plain tool calls on the 2026-07-28 wire take the door's JSON path (gateway_direct).
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
-            json_response=True,
+            json_response=False,
             session_idle_timeout=3600,
             max_request_body_size=MAX_REQUEST_BODY,
         )
@@ -268,7 +298,40 @@ class GatewayEndpoint:
     def forget(self, session_id: str) -> None:
         """The session's owner ended it (an HTTP DELETE the SDK accepted)."""
         self.sessions.pop(session_id, None)
+        self.levels.pop(session_id, None)
         self.owners.forget(session_id)
+
+    # --- the relay -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
+        headers = getattr(ctx.request, "headers", None)
+        return headers.get(MCP_SESSION_ID_HEADER) if headers is not None else None
+
+    def _relayed(self, ctx: ServerRequestContext[Any, Any], params: Any = None) -> Relayed:
+        """How a member's messages during this request reach its client (member_relay.py)."""
+        session_id = self._session_id(ctx)
+        level = self.levels.get(session_id) if session_id is not None else None
+
+        def route(member: str) -> Route:
+            return Route(ctx.session, ctx.request_id, member, level)
+
+        return Relayed(
+            route,
+            _progress_token(ctx.meta) is not None,
+            getattr(params, "input_responses", None),
+            getattr(params, "request_state", None),
+        )
+
+    async def _set_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        session_id = self._session_id(ctx) or f"anonymous-{id(ctx.session)}"
+        self.levels[session_id] = params.level
+        self.levels.move_to_end(session_id)
+        while len(self.levels) > MAX_LEGACY_SESSIONS:
+            self.levels.popitem(last=False)
+        return types.EmptyResult()
 
     # --- tools ---------------------------------------------------------------------------------
 
@@ -294,7 +357,7 @@ class GatewayEndpoint:
     ) -> types.CallToolResult | dict[str, Any]:
         view = await self.gateway.current(self)
         return await self.gateway.call_tool(
-            view, principal_of(ctx.request), params.name, params.arguments or {}
+            view, principal_of(ctx.request), params.name, params.arguments or {}, self._relayed(ctx, params)
         )
 
     # --- prompts -------------------------------------------------------------------------------
@@ -329,7 +392,10 @@ class GatewayEndpoint:
         if prompt is None:
             raise _not_found(f"this bundle has no prompt '{shown(params.name)}'")
         result: types.GetPromptResult = await self.gateway.on_member(
-            prompt.link, prompt.member, lambda client: client.get_prompt(prompt.name, arguments)
+            prompt.link,
+            prompt.member,
+            lambda client: client.get_prompt(prompt.name, arguments),
+            self._relayed(ctx).route(prompt.member),
         )
         return result
 
@@ -443,7 +509,10 @@ class GatewayEndpoint:
         if resource is None:
             raise _not_found(f"this bundle serves no resource '{shown(uri)}'")
         result: types.ReadResourceResult = await self.gateway.on_member(
-            resource.link, resource.member, lambda client: client.read_resource(uri)
+            resource.link,
+            resource.member,
+            lambda client: client.read_resource(uri),
+            self._relayed(ctx).route(resource.member),
         )
         return result
 

@@ -42,7 +42,12 @@ from bundle_operator.reference_platform.gateway_direct import (
     param_headers_agree,
 )
 from bundle_operator.reference_platform.gateway_door import Door
-from bundle_operator.reference_platform.gateway_endpoint import MAX_REQUEST_BODY, GatewayEndpoint, shown
+from bundle_operator.reference_platform.gateway_endpoint import (
+    MAX_REQUEST_BODY,
+    GatewayEndpoint,
+    Relayed,
+    shown,
+)
 from bundle_operator.reference_platform.gateway_limits import (
     RateLimiter,
     json_message,
@@ -64,6 +69,7 @@ from bundle_operator.reference_platform.gateway_stepup import needs_scopes, refu
 from bundle_operator.reference_platform.gateway_view import EndpointView, endpoint_view
 from bundle_operator.reference_platform.member_forward import HeaderMismatch, MemberForwarder, as_written
 from bundle_operator.reference_platform.member_link import MemberLink, MemberPool
+from bundle_operator.reference_platform.member_relay import RelayPool, Route
 from bundle_operator.reference_platform.problems import ApiError
 from bundle_operator.reference_platform.storage import Store
 
@@ -98,6 +104,7 @@ class Gateway:
         self.limiter = RateLimiter()
         self.metrics = GatewayMetrics()
         self.pool = MemberPool()
+        self.relays = RelayPool()
         self.forwarder = MemberForwarder()
         self.endpoints: dict[str, GatewayEndpoint] = {}
         self.audit_log = AuditLog(store, retention or Retention(), self.metrics)
@@ -125,6 +132,7 @@ class Gateway:
         self.endpoints.clear()
         await self.audit_log.stop()
         await self.pool.close()
+        await self.relays.close()
         await self.forwarder.close()
 
     async def view(self, name: str) -> EndpointView | None:
@@ -200,15 +208,52 @@ class Gateway:
         self.member_failed(link, reason)
         return MCPError(code=types.INTERNAL_ERROR, message=f"the member '{member}' did not answer: {reason}")
 
+    async def relay_member_tool(
+        self, link: MemberLink | None, member: str, tool: str, arguments: dict[str, Any], relayed: Relayed
+    ) -> dict[str, Any]:
+        """A member's answer to ``tools/call`` with its progress, logs and requests relayed.
+
+        A client on the 2026-07-28 wire gets a member's request for input as the member wrote it
+        (an input-required result) and answers it on its retry, which goes to the member as sent.
+        """
+        route = relayed.route(member)
+        progress = route.progress if relayed.progress else None
+
+        async def action(client: Client) -> dict[str, Any]:
+            if route.modern:
+                answer: types.Result = await client.session.call_tool(
+                    tool,
+                    arguments,
+                    progress_callback=progress,
+                    input_responses=relayed.input_responses,
+                    request_state=relayed.request_state,
+                    allow_input_required=True,
+                )
+            else:
+                answer = await client.call_tool(tool, arguments, progress_callback=progress)
+            return as_written(answer)
+
+        result: dict[str, Any] = await self.on_member(link, member, action, route)
+        return result
+
     async def on_member(
-        self, link: MemberLink | None, member: str, action: Callable[[Client], Awaitable[Any]]
+        self,
+        link: MemberLink | None,
+        member: str,
+        action: Callable[[Client], Awaitable[Any]],
+        route: Route | None = None,
     ) -> Any:
-        """Run ``action`` against a member; an unreachable member is an MCP error naming it."""
+        """Run ``action`` against a member; an unreachable member is an MCP error naming it.
+
+        With a route, on a member client of the call's own, whose messages go to that route.
+        """
         if link is None:
             raise MCPError(
                 code=types.INTERNAL_ERROR, message=f"the member '{member}' has no URL the gateway can call"
             )
         try:
+            if route is not None:
+                return await self.relays.call(link, route, action)
             return await self.pool.call(link, action)
         except MCPError:
             raise
@@ -316,7 +361,12 @@ class Gateway:
         return answer(call, result, live.server.server_info_stamp)
 
     async def call_tool(
-        self, view: EndpointView, principal: Principal | None, name: str, arguments: dict[str, Any]
+        self,
+        view: EndpointView,
+        principal: Principal | None,
+        name: str,
+        arguments: dict[str, Any],
+        relayed: Relayed | None = None,
     ) -> types.CallToolResult | dict[str, Any]:
         """Call the tool presented as ``name`` for ``principal``, audited; refusals are MCP errors."""
         tool = view.tools.get(name)
@@ -340,8 +390,12 @@ class Gateway:
             message = f"the token's scopes do not allow the tool '{name}'"
             self.audit(call, "forbidden", message)
             raise MCPError(code=types.INVALID_PARAMS, message=message)
+        result: types.CallToolResult | dict[str, Any]
         try:
-            result = await self.call_member_tool(tool.link, tool.member, tool.tool, arguments)
+            if relayed is not None:
+                result = await self.relay_member_tool(tool.link, tool.member, tool.tool, arguments, relayed)
+            else:
+                result = await self.call_member_tool(tool.link, tool.member, tool.tool, arguments)
         except MCPError as exc:
             self.audit(call, "error", exc.message)
             raise

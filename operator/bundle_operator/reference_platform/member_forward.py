@@ -25,7 +25,7 @@ _SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 _CLIENT_INFO = {"name": "bundle-operator-gateway", "version": "1"}
 
 
-def as_written(result: types.CallToolResult) -> dict[str, Any]:
+def as_written(result: types.Result) -> dict[str, Any]:
     """A result the SDK's client read, with only the fields the member wrote (DESIGN.md §9.6).
 
     The model fills in defaults (``isError: false``) that a dump would send on as if the member had
@@ -33,8 +33,21 @@ def as_written(result: types.CallToolResult) -> dict[str, Any]:
     handshake-era member never writes it, and a client on that wire needs it.
     """
     written = result.model_dump(by_alias=True, mode="json", exclude_unset=True)
-    written.setdefault("resultType", "complete")
-    return written
+    kind = "input_required" if isinstance(result, types.InputRequiredResult) else "complete"
+    written.setdefault("resultType", kind)
+    return without_identity(written)
+
+
+def without_identity(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` without the member's server identity stamp: the gateway's server stamps its own."""
+    stamp = result.get("_meta")
+    if isinstance(stamp, dict) and _SERVER_INFO in stamp:
+        rest = {k: v for k, v in stamp.items() if k != _SERVER_INFO}
+        if rest:
+            result["_meta"] = rest
+        else:
+            del result["_meta"]
+    return result
 
 
 class HeaderMismatch(Exception):
@@ -102,13 +115,7 @@ class MemberForwarder:
         result = message.get("result") if isinstance(message, dict) else None
         if not isinstance(result, dict):
             raise MCPError(code=INTERNAL_ERROR, message="the member answered without a result")
-        stamp = result.get("_meta")
-        if isinstance(stamp, dict) and _SERVER_INFO in stamp:
-            # The member's identity is not the gateway's: the gateway's server stamps its own.
-            result["_meta"] = {k: v for k, v in stamp.items() if k != _SERVER_INFO} or None
-            if result["_meta"] is None:
-                del result["_meta"]
-        return result
+        return without_identity(result)
 
     async def close(self) -> None:
         """Close the pooled connections."""

@@ -1,0 +1,267 @@
+"""The relay between a client's call and the member serving it (DESIGN.md §9.6).
+
+While a member serves a call it may report progress, log, and ask the client something
+(sampling, elicitation, roots). Those go to the client that made the call, on that call's stream.
+An SDK client cannot say which of its calls a server's request belongs to, so each call through
+the relay holds a member client of its own for its length: ``RelayPool`` keeps connected clients
+per member and checks one out per call, pointing its callbacks at the call's ``Route``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import mcp_types as types
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from bundle_operator.reference_platform.member_link import MemberLink, connected
+
+log = logging.getLogger("bundle_operator.platform.gateway")
+
+# Connected member clients kept idle per member for the next call; more are closed after a call.
+IDLE_PER_MEMBER = 8
+# How long a server-to-client request relayed to the calling client may take (a person may answer it).
+CLIENT_ANSWER_TIMEOUT = 600.0
+# Syslog order of the protocol's log levels (RFC 5424), least severe first.
+LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+_T = TypeVar("_T")
+# Relaying logs is what DESIGN.md §9.6 asks of the gateway on every wire, deprecated there or not.
+warnings.filterwarnings("ignore", "The logging capability is deprecated", MCPDeprecationWarning)
+_R = TypeVar("_R", bound=types.Result)
+
+
+@dataclass
+class Route:
+    """Where a member's messages during one call go: the calling client's session and request."""
+
+    session: ServerSession
+    request_id: types.RequestId | None
+    member: str
+    # The least severe level the calling client wants (its session's ``logging/setLevel``), if any.
+    log_level: types.LoggingLevel | None = None
+
+    def _scoped(self) -> ServerMessageMetadata:
+        return ServerMessageMetadata(related_request_id=self.request_id)
+
+    @property
+    def modern(self) -> bool:
+        """Whether the calling client speaks the 2026-07-28 wire (no requests back to it mid-call)."""
+        return self.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        """The member's progress, against the token the calling client gave (none given: dropped)."""
+        await self.session.report_progress(progress, total, message)
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """The member's log message, its logger named after the member, if the client wants its level."""
+        if self.log_level is not None and LEVELS.index(params.level) < LEVELS.index(self.log_level):
+            return
+        logger = f"{self.member}/{params.logger}" if params.logger else self.member
+        await self.session.send_log_message(
+            params.level, params.data, logger=logger, related_request_id=self.request_id
+        )
+
+    async def ask(
+        self,
+        request: types.ServerRequest,
+        result_type: type[_R],
+        needs: types.ClientCapabilities,
+        method: str,
+    ) -> _R | types.ErrorData:
+        """Ask the calling client on the member's behalf; what it answers (or refuses) goes back."""
+        if not self.session.check_client_capability(needs):
+            # What the member would hear from this client directly: it never offered the method.
+            return types.ErrorData(
+                code=types.METHOD_NOT_FOUND, message=f"the client does not support {method}"
+            )
+        try:
+            answer = await self.session.send_request(
+                request,
+                result_type,
+                request_read_timeout_seconds=CLIENT_ANSWER_TIMEOUT,
+                metadata=self._scoped(),
+            )
+        except MCPError as exc:
+            return exc.error
+        return answer
+
+
+def _url_mode(params: types.ElicitRequestParams) -> bool:
+    return isinstance(params, types.ElicitRequestURLParams)
+
+
+def _elicits(have: types.ClientCapabilities | None, *, url: bool) -> bool:
+    """Whether a client declared the elicitation mode (an empty ``elicitation`` means form only)."""
+    if have is None or have.elicitation is None:
+        return False
+    declared = have.elicitation
+    if url:
+        return declared.url is not None
+    return declared.form is not None or declared.url is None
+
+
+@dataclass(eq=False)  # held in sets by identity
+class _Relay:
+    """One connected member client and the call it serves now (None between calls)."""
+
+    route: Route | None = None
+    client: Client | None = None
+    task: asyncio.Task[None] | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def _route(self) -> Route:
+        if self.route is None:
+            raise MCPError(code=types.INVALID_REQUEST, message="the gateway has no call in progress here")
+        return self.route
+
+    async def sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> Any:
+        needs = types.ClientCapabilities(
+            sampling=types.SamplingCapability(tools=types.SamplingToolsCapability() if params.tools else None)
+        )
+        result_type: type[Any] = (
+            types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+        )
+        request = types.CreateMessageRequest(params=params)
+        return await self._route().ask(request, result_type, needs, "sampling/createMessage")
+
+    async def elicitation(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> Any:
+        route = self._route()
+        if not _elicits(route.session.client_capabilities, url=_url_mode(params)):
+            mode = "URL" if _url_mode(params) else "form"
+            return types.ErrorData(
+                code=types.METHOD_NOT_FOUND, message=f"the client does not support {mode} elicitation"
+            )
+        return await route.ask(
+            types.ElicitRequest(params=params),
+            types.ElicitResult,
+            types.ClientCapabilities(elicitation=types.ElicitationCapability()),
+            "elicitation/create",
+        )
+
+    async def roots(self, context: ClientRequestContext) -> Any:
+        return await self._route().ask(
+            types.ListRootsRequest(),
+            types.ListRootsResult,
+            types.ClientCapabilities(roots=types.RootsCapability()),
+            "roots/list",
+        )
+
+    async def logging(self, params: types.LoggingMessageNotificationParams) -> None:
+        if self.route is not None:
+            with contextlib.suppress(Exception):
+                await self.route.log(params)
+
+
+class RelayPool:
+    """Member clients that relay for one call at a time, kept connected between calls."""
+
+    def __init__(self, idle_per_member: int = IDLE_PER_MEMBER) -> None:
+        self._idle: dict[str, list[_Relay]] = {}
+        self._limit = idle_per_member
+        self._all: set[_Relay] = set()
+
+    async def _open(self, link: MemberLink, modern: bool) -> _Relay:
+        relay = _Relay()
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def hold() -> None:
+            try:
+                async with connected(
+                    link,
+                    sampling_callback=relay.sampling,
+                    elicitation_callback=relay.elicitation,
+                    list_roots_callback=relay.roots,
+                    logging_callback=relay.logging,
+                    # The member sends every level on the 2026-07-28 wire; the route applies the client's.
+                    log_level="debug",
+                    # The member is spoken to in the caller's era, so it asks the caller the way it
+                    # would directly: mid-call requests on the handshake wire, input-required results
+                    # on the 2026-07-28 wire.
+                    mode="auto" if modern else "legacy",
+                ) as client:
+                    relay.client = client
+                    ready.set_result(None)
+                    await relay.stop.wait()
+            except BaseException as exc:
+                if not ready.done():
+                    ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+
+        relay.task = asyncio.create_task(hold(), name="gateway-member-relay")
+        await ready
+        self._all.add(relay)
+        return relay
+
+    async def _close(self, relay: _Relay) -> None:
+        self._all.discard(relay)
+        relay.stop.set()
+        if relay.task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(relay.task, timeout=5)
+
+    async def call(self, link: MemberLink, route: Route, action: Callable[[Client], Awaitable[_T]]) -> _T:
+        """Run ``action`` on a member client whose progress, logs and requests go to ``route``.
+
+        A client that fails or is cancelled is closed (the next call connects anew); one that
+        answered goes back to the idle ones.
+        """
+        key = f"{link.fingerprint}/{'modern' if route.modern else 'legacy'}"
+        idle = self._idle.setdefault(key, [])
+        relay = None
+        while idle and relay is None:
+            candidate = idle.pop()
+            if candidate.task is not None and not candidate.task.done():
+                relay = candidate
+            else:
+                self._all.discard(candidate)
+        if relay is None:
+            relay = await self._open(link, route.modern)
+        assert relay.client is not None
+        relay.route = route
+        try:
+            result = await action(relay.client)
+        except BaseException:
+            relay.route = None
+            await self._close(relay)
+            raise
+        relay.route = None
+        if len(idle) < self._limit:
+            idle.append(relay)
+        else:
+            await self._close(relay)
+        return result
+
+    async def drop(self, link: MemberLink) -> None:
+        """Close the idle clients of a member (it changed or failed)."""
+        for era in ("modern", "legacy"):
+            for relay in self._idle.pop(f"{link.fingerprint}/{era}", []):
+                await self._close(relay)
+
+    async def close(self) -> None:
+        """Close every client."""
+        self._idle.clear()
+        for relay in list(self._all):
+            await self._close(relay)
