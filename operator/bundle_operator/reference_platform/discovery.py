@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+from mcp_types import METHOD_NOT_FOUND
 
 from bundle_operator.document.names import SLUG_MAX, SLUG_PATTERN
 from bundle_operator.platform import kinds
@@ -46,7 +49,7 @@ log = logging.getLogger("bundle_operator.platform.gateway")
 MAX_ENTRIES = 500
 DEFAULT_INTERVAL = 60.0
 _SLUG = re.compile(SLUG_PATTERN)
-_EMPTY: dict[str, list[dict[str, Any]]] = {"tools": [], "prompts": [], "resources": []}
+_EMPTY: dict[str, list[dict[str, Any]]] = {"tools": [], "prompts": [], "resources": [], "templates": []}
 
 
 # --- turning what a member lists into stored entries -----------------------------------------
@@ -100,6 +103,23 @@ def _resource(resource: Any) -> dict[str, Any] | None:
     }
 
 
+def _template(template: Any) -> dict[str, Any] | None:
+    uri_template = template.uri_template
+    if not isinstance(uri_template, str) or len(uri_template) > 2048:
+        return None
+    try:
+        UriTemplate.parse(uri_template)
+    except InvalidUriTemplate:
+        return None  # nothing could be matched against it
+    return {
+        "uri_template": uri_template,
+        "name": _text(template.name, 500),
+        "title": _text(template.title, 500) or None,
+        "description": _text(template.description, 8000),
+        "mime_type": _text(template.mime_type, 200) or None,
+    }
+
+
 async def _collect(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
     """Up to MAX_ENTRIES items over the member's pages."""
     items: list[Any] = []
@@ -116,7 +136,7 @@ async def _collect(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]
 async def discover(client: Client) -> dict[str, list[dict[str, Any]]]:
     """Everything a connected member lists, as stored entries (names the gateway can present)."""
     capabilities = client.server_capabilities
-    found: dict[str, list[dict[str, Any]]] = {"tools": [], "prompts": [], "resources": []}
+    found: dict[str, list[dict[str, Any]]] = {what: [] for what in _EMPTY}
     if capabilities.tools is not None:
         tools = await _collect(client.list_tools, "tools")
         found["tools"] = [t for t in map(_tool, tools) if t is not None]
@@ -126,6 +146,13 @@ async def discover(client: Client) -> dict[str, list[dict[str, Any]]]:
     if capabilities.resources is not None:
         resources = await _collect(client.list_resources, "resources")
         found["resources"] = [r for r in map(_resource, resources) if r is not None]
+        try:
+            templates = await _collect(client.list_resource_templates, "resource_templates")
+        except MCPError as exc:
+            if exc.code != METHOD_NOT_FOUND:
+                raise
+            templates = []  # a member with resources need not have templates
+        found["templates"] = [t for t in map(_template, templates) if t is not None]
     return found
 
 

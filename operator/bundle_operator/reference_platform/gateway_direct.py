@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
@@ -28,7 +28,7 @@ from mcp.shared.inbound import (
     find_duplicated_routing_header,
     validate_mcp_param_headers,
 )
-from mcp_types import methods
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -36,6 +36,10 @@ _METHOD = "tools/call"
 _SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 _PARAM_PREFIX = "mcp-param-"
 _JSON_TYPES = ("application/json", "application/*", "*/*")
+# Request ``_meta`` keys that ask for messages during the call, which a JSON answer cannot carry.
+_STREAMED = ("progressToken", LOG_LEVEL_META_KEY)
+# Call parameters of the multi-round-trip exchange (2026-07-28), passed to the member as sent.
+_CARRIED = ("inputResponses", "requestState")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,9 @@ class DirectCall:
     version: str
     name: str
     arguments: dict[str, Any]
+    # What the member is sent besides: the client's answers to input requests, the state it echoes,
+    # and the capabilities it declared, so that the member asks it what it would ask directly.
+    carried: dict[str, Any] = field(default_factory=dict)
 
 
 def direct_call(request: web.Request, body: bytes | None, decoded: Any, max_body: int) -> DirectCall | None:
@@ -82,7 +89,16 @@ def direct_call(request: web.Request, body: bytes | None, decoded: Any, max_body
         params = types.CallToolRequestParams.model_validate(decoded.get("params"))
     except ValidationError:
         return None
-    return DirectCall(decoded["id"], route.protocol_version, params.name, dict(params.arguments or {}))
+    raw = decoded.get("params")
+    meta = raw.get("_meta") if isinstance(raw, dict) else None
+    if isinstance(meta, dict) and any(key in meta for key in _STREAMED):
+        return None  # progress or log messages need the answer streamed: the SDK's path relays them
+    carried = {key: raw[key] for key in _CARRIED if isinstance(raw, dict) and key in raw}
+    if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
+        carried["capabilities"] = meta[CLIENT_CAPABILITIES_META_KEY]
+    return DirectCall(
+        decoded["id"], route.protocol_version, params.name, dict(params.arguments or {}), carried
+    )
 
 
 def param_headers_agree(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from mcp.server.subscriptions import (
     ListenHandler,
     PromptsListChanged,
     ResourcesListChanged,
+    ResourceUpdated,
     ServerEvent,
     ToolsListChanged,
 )
@@ -44,9 +46,11 @@ from bundle_operator.document.issues import cut_short
 from bundle_operator.document.prompt_text import placeholder_names, render
 from bundle_operator.reference_platform.asgi_bridge import AsgiApp, Message, Receive, Send
 from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
-from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView
+from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView, Served
 from bundle_operator.reference_platform.member_link import MemberLink
 from bundle_operator.reference_platform.member_relay import Route
+
+log = logging.getLogger("bundle_operator.platform.gateway")
 
 # The largest request body an endpoint takes (the SDK's own default), on either path.
 MAX_REQUEST_BODY = DEFAULT_MAX_REQUEST_BODY_SIZE
@@ -57,6 +61,8 @@ MAX_SESSION_OWNERS = DEFAULT_MAX_SESSIONS
 # A rendered prompt of the bundle's own holds at most this many characters, whatever its arguments:
 # a value repeated by every placeholder would otherwise multiply the answer.
 MAX_RENDERED_PROMPT = 1024 * 1024
+# Member URIs one listen stream may have the gateway subscribe to; more are acknowledged, never fired.
+MAX_LISTEN_URIS = 100
 # What a client sent is repeated in an error message up to this many characters.
 MAX_SHOWN = 200
 _SEPARATOR = "__"
@@ -89,6 +95,12 @@ class Upstream(Protocol):
         action: Callable[[Client], Awaitable[Any]],
         route: Route | None = None,
     ) -> Any: ...
+
+    async def subscribe(
+        self, key: str, served: Served, uri: str, notify: Callable[[str], Awaitable[None]]
+    ) -> None: ...
+
+    async def unsubscribe(self, key: str, uri: str) -> None: ...
 
 
 def _not_found(what: str) -> MCPError:
@@ -185,6 +197,64 @@ class _AnnouncingServer(Server[Any]):
         )
 
 
+class _RelayedListen:
+    """``subscriptions/listen`` (2026-07-28 wire) whose resource subscriptions reach the members.
+
+    While a listen stream wants a member URI, the gateway holds a subscription to it at the member
+    and publishes the member's updates on the endpoint's bus, which the SDK's handler filters per
+    stream. One member subscription per URI serves every stream of the endpoint that wants it.
+    """
+
+    def __init__(self, endpoint: GatewayEndpoint) -> None:
+        self._endpoint = endpoint
+        self._inner = ListenHandler(endpoint.bus)
+        self._holders: dict[str, int] = {}
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        wanted = list(params.notifications.resource_subscriptions or ())[:MAX_LISTEN_URIS]
+        held: list[str] = []
+        try:
+            for uri in dict.fromkeys(wanted):
+                if await self._hold(uri):
+                    held.append(uri)
+            return await self._inner(ctx, params)
+        finally:
+            for uri in held:
+                await self._release(uri)
+
+    def _key(self) -> str:
+        return f"{self._endpoint.name}/listen/"
+
+    async def _hold(self, uri: str) -> bool:
+        if self._holders.get(uri):
+            self._holders[uri] += 1
+            return True
+        endpoint = self._endpoint
+        served = (await endpoint.gateway.current(endpoint)).serving(uri)
+        if served is None:
+            return False  # the bundle's own resources, or none: nothing a member would tell of
+
+        async def publish(updated: str) -> None:
+            await endpoint.bus.publish(ResourceUpdated(updated))
+
+        try:
+            await endpoint.gateway.subscribe(self._key(), served, uri, publish)
+        except MCPError as exc:
+            # The stream still serves its other events; this URI just never fires.
+            log.warning("cannot subscribe to a resource of the member %s: %s", served.member, exc.message)
+            return False
+        self._holders[uri] = 1
+        return True
+
+    async def _release(self, uri: str) -> None:
+        self._holders[uri] -= 1
+        if self._holders[uri] == 0:
+            del self._holders[uri]
+            await self._endpoint.gateway.unsubscribe(self._key(), uri)
+
+
 @dataclass
 class GatewayEndpoint:
     """The MCP server of one endpoint, with its sessions and listen streams."""
@@ -214,9 +284,12 @@ class GatewayEndpoint:
             on_get_prompt=self._get_prompt,
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
+            on_list_resource_templates=self._list_templates,
+            on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe,
             on_completion=self._complete,
             on_set_logging_level=self._set_level,
-            on_subscriptions_listen=ListenHandler(self.bus),
+            on_subscriptions_listen=_RelayedListen(self),
         )
         # Registered by method: its answer may be the member's raw result (a dict), passed through.
         self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
@@ -441,8 +514,21 @@ class GatewayEndpoint:
         view = await self.gateway.current(self)
         ref, argument = params.ref, params.argument
         if not isinstance(ref, types.PromptReference):
-            # As a server of its own answers a reference to what it does not have (DESIGN.md §9.6).
-            raise _not_found(f"this bundle has no resource template '{shown(ref.uri)}'")
+            template = next((t for t in view.member_templates if t.uri_template == ref.uri), None)
+            if template is None:
+                # As a server of its own answers a reference to what it does not have (DESIGN.md §9.6).
+                raise _not_found(f"this bundle has no resource template '{shown(ref.uri)}'")
+            upstream_ref = types.ResourceTemplateReference(type="ref/resource", uri=template.uri_template)
+            answer: types.CompleteResult = await self.gateway.on_member(
+                template.link,
+                template.member,
+                lambda client: client.complete(
+                    upstream_ref,
+                    {"name": argument.name, "value": argument.value},
+                    context_arguments=params.context.arguments if params.context else None,
+                ),
+            )
+            return answer
         own = view.own_prompts.get(ref.name)
         if own is not None:
             typed = argument.value.lower()
@@ -505,16 +591,49 @@ class GatewayEndpoint:
                     )
                 ]
             )
-        resource = view.member_resources.get(uri)
-        if resource is None:
+        served = view.serving(uri)
+        if served is None:
             raise _not_found(f"this bundle serves no resource '{shown(uri)}'")
         result: types.ReadResourceResult = await self.gateway.on_member(
-            resource.link,
-            resource.member,
+            served.link,
+            served.member,
             lambda client: client.read_resource(uri),
-            self._relayed(ctx).route(resource.member),
+            self._relayed(ctx).route(served.member),
         )
         return result
+
+    async def _list_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        view = await self.gateway.current(self)
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate.model_validate(t.listing) for t in view.member_templates
+            ]
+        )
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        view = await self.gateway.current(self)
+        uri = str(params.uri)
+        served = view.serving(uri)
+        if served is None:
+            raise _not_found(f"this bundle serves no resource '{shown(uri)}'")
+        await self.gateway.subscribe(self.subscriber(ctx), served, uri, ctx.session.send_resource_updated)
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        await self.gateway.unsubscribe(self.subscriber(ctx), str(params.uri))
+        return types.EmptyResult()
+
+    def subscriber(self, ctx: ServerRequestContext[Any, Any] | None, session_id: str | None = None) -> str:
+        """The key of a session's subscriptions: every key of one session starts with it."""
+        if ctx is not None:
+            session_id = self._session_id(ctx) or f"anonymous-{id(ctx.session)}"
+        return f"{self.name}/{session_id}/"
 
 
 def _rendered_size(text: str, arguments: dict[str, str]) -> int:

@@ -66,10 +66,11 @@ from bundle_operator.reference_platform.gateway_oauth import (
 )
 from bundle_operator.reference_platform.gateway_rules import MAX_PRESENTED_NAME
 from bundle_operator.reference_platform.gateway_stepup import needs_scopes, refused_tool, step_up
-from bundle_operator.reference_platform.gateway_view import EndpointView, endpoint_view
+from bundle_operator.reference_platform.gateway_view import EndpointView, Served, endpoint_view
 from bundle_operator.reference_platform.member_forward import HeaderMismatch, MemberForwarder, as_written
 from bundle_operator.reference_platform.member_link import MemberLink, MemberPool
 from bundle_operator.reference_platform.member_relay import RelayPool, Route
+from bundle_operator.reference_platform.member_subscriptions import Subscriptions
 from bundle_operator.reference_platform.problems import ApiError
 from bundle_operator.reference_platform.storage import Store
 
@@ -105,6 +106,7 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.pool = MemberPool()
         self.relays = RelayPool()
+        self.subscriptions = Subscriptions()
         self.forwarder = MemberForwarder()
         self.endpoints: dict[str, GatewayEndpoint] = {}
         self.audit_log = AuditLog(store, retention or Retention(), self.metrics)
@@ -133,6 +135,7 @@ class Gateway:
         await self.audit_log.stop()
         await self.pool.close()
         await self.relays.close()
+        await self.subscriptions.close()
         await self.forwarder.close()
 
     async def view(self, name: str) -> EndpointView | None:
@@ -178,7 +181,12 @@ class Gateway:
         return live, view
 
     async def call_member_tool(
-        self, link: MemberLink | None, member: str, tool: str, arguments: dict[str, Any]
+        self,
+        link: MemberLink | None,
+        member: str,
+        tool: str,
+        arguments: dict[str, Any],
+        carried: dict[str, Any] | None = None,
     ) -> types.CallToolResult | dict[str, Any]:
         """A member's answer to ``tools/call``: passed through raw on the 2026-07-28 wire."""
         if link is not None:
@@ -190,7 +198,7 @@ class Gateway:
                 raise self._unavailable(link, member, exc) from None
             if version in MODERN_PROTOCOL_VERSIONS:
                 try:
-                    return await self.forwarder.call_tool(link, version, tool, arguments)
+                    return await self.forwarder.call_tool(link, version, tool, arguments, carried)
                 except (HeaderMismatch, aiohttp.ClientConnectorError):
                     pass  # the member ran nothing: its SDK client sends the call as it wants it
                 except MCPError:
@@ -259,6 +267,26 @@ class Gateway:
             raise
         except Exception as exc:
             raise self._unavailable(link, member, exc) from None
+
+    async def subscribe(
+        self, key: str, served: Served, uri: str, notify: Callable[[str], Awaitable[None]]
+    ) -> None:
+        """Subscribe ``key`` to a member URI; ``notify`` is told of the member's updates of it."""
+        if served.link is None:
+            raise MCPError(
+                code=types.INTERNAL_ERROR,
+                message=f"the member '{served.member}' has no URL the gateway can call",
+            )
+        try:
+            await self.subscriptions.subscribe(served.link, uri, key, notify)
+        except MCPError:
+            raise
+        except Exception as exc:
+            raise self._unavailable(served.link, served.member, exc) from None
+
+    async def unsubscribe(self, key: str, uri: str) -> None:
+        """Take a session's subscription off a URI (nothing when it had none)."""
+        await self.subscriptions.unsubscribe(uri, key)
 
     def audit(self, call: AuditCall, outcome: str, error: str | None) -> None:
         """Record one tool call (never its arguments)."""
@@ -337,6 +365,7 @@ class Gateway:
         )
         if request.method == "DELETE" and session_id and response.status < 400:
             live.forget(session_id)
+            await self.subscriptions.forget(live.subscriber(None, session_id))
         return response
 
     def _direct(
@@ -355,7 +384,7 @@ class Gateway:
     ) -> web.Response:
         live.view = view
         try:
-            result = await self.call_tool(view, principal, call.name, call.arguments)
+            result = await self.call_tool(view, principal, call.name, call.arguments, carried=call.carried)
         except Exception as exc:
             return failure(call, exc)
         return answer(call, result, live.server.server_info_stamp)
@@ -367,8 +396,14 @@ class Gateway:
         name: str,
         arguments: dict[str, Any],
         relayed: Relayed | None = None,
+        *,
+        carried: dict[str, Any] | None = None,
     ) -> types.CallToolResult | dict[str, Any]:
-        """Call the tool presented as ``name`` for ``principal``, audited; refusals are MCP errors."""
+        """Call the tool presented as ``name`` for ``principal``, audited; refusals are MCP errors.
+
+        Through the SDK's server, ``relayed`` says where the member's messages go; on the door's
+        direct path, ``carried`` is what the client's request brings the member besides.
+        """
         tool = view.tools.get(name)
         call = AuditCall(view, name, tool, time.perf_counter(), principal)
         if len(name) > MAX_PRESENTED_NAME:
@@ -395,7 +430,7 @@ class Gateway:
             if relayed is not None:
                 result = await self.relay_member_tool(tool.link, tool.member, tool.tool, arguments, relayed)
             else:
-                result = await self.call_member_tool(tool.link, tool.member, tool.tool, arguments)
+                result = await self.call_member_tool(tool.link, tool.member, tool.tool, arguments, carried)
         except MCPError as exc:
             self.audit(call, "error", exc.message)
             raise

@@ -13,10 +13,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+
 from bundle_operator.platform import kinds
+from bundle_operator.platform.models import member_resource_id
 from bundle_operator.reference_platform import gateway_rules as rules
 from bundle_operator.reference_platform.bundle_rules import API_KEY_PURPOSE
-from bundle_operator.reference_platform.gateway_catalog import entry_views, members_in_order, tool_views
+from bundle_operator.reference_platform.gateway_catalog import (
+    entry_views,
+    members_in_order,
+    offer_of,
+    tool_views,
+)
 from bundle_operator.reference_platform.gateway_door import origin_key
 from bundle_operator.reference_platform.kind_rules import owned_secret_key
 from bundle_operator.reference_platform.member_link import MemberLink, member_link
@@ -61,6 +69,20 @@ class MemberResource(Served):
 
 
 @dataclass(frozen=True)
+class MemberTemplate(Served):
+    """A member's resource template: listed as the member lists it, and where matching reads go."""
+
+    uri_template: str
+
+    def matches(self, uri: str) -> bool:
+        """Whether ``uri`` is one of the resources this template describes."""
+        try:
+            return UriTemplate.parse(self.uri_template).match(uri) is not None
+        except (InvalidUriTemplate, ValueError):
+            return False
+
+
+@dataclass(frozen=True)
 class EndpointView:
     """Everything a request to one endpoint needs, as the store stood at one generation."""
 
@@ -83,11 +105,22 @@ class EndpointView:
     hidden_prompts: frozenset[str] = frozenset()
     member_resources: dict[str, MemberResource] = field(default_factory=dict)
     hidden_uris: frozenset[str] = frozenset()
+    # Members' resource templates in member order; the first that matches a URI serves it.
+    member_templates: tuple[MemberTemplate, ...] = ()
     overview: str = ""  # the catalogue's text for a person deciding whether to connect (seed 002)
     oauth: dict[str, Any] | None = None  # the endpoint's stored OAuth settings (OAuth endpoints)
     rate_limit: tuple[int, int] | None = None  # requests per minute and burst, per client
     # Origins allowed besides the public URL's, as gateway_door.origin_key compares them.
     allowed_origins: frozenset[str] = frozenset()
+
+    def serving(self, uri: str) -> Served | None:
+        """What serves a member URI: the member listing it, else the first whose template matches."""
+        listed = self.member_resources.get(uri)
+        if listed is not None:
+            return listed
+        if uri in self.hidden_uris:
+            return None  # curated away: no template brings it back
+        return next((t for t in self.member_templates if t.matches(uri)), None)
 
     def fingerprint(self, what: str) -> str:
         """A hash of what ``tools/list``, ``prompts/list`` or ``resources/list`` would answer."""
@@ -96,7 +129,11 @@ class EndpointView:
         elif what == "prompts":
             shown = [list(self.own_prompts.values()), [p.listing for p in self.member_prompts.values()]]
         else:
-            shown = [list(self.own_resources.values()), [r.listing for r in self.member_resources.values()]]
+            shown = [
+                list(self.own_resources.values()),
+                [r.listing for r in self.member_resources.values()],
+                [t.listing for t in self.member_templates],
+            ]
         return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -222,6 +259,39 @@ def _member_resources(
     return served, frozenset(hidden - set(served))
 
 
+def _member_templates(
+    tx: Tx, workspace: str, bundle: Row, enabled: dict[str, bool], links: dict[str, MemberLink | None]
+) -> tuple[MemberTemplate, ...]:
+    """Enabled members' templates, curated as member resources are (by the template as the URI)."""
+    curated = {row.name: row.data for row in tx.entries(bundle.id, rules.MEMBER_RESOURCE)}
+    served: list[MemberTemplate] = []
+    seen: set[str] = set()
+    for member in members_in_order(tx, bundle):
+        if not enabled.get(member.key, False):
+            continue
+        offer = offer_of(tx, workspace, member)
+        if not offer.fresh:
+            continue
+        for template in offer.templates:
+            uri_template = str(template["uri_template"])
+            curation = curated.get(member_resource_id(member.key, uri_template), {})
+            if not curation.get("enabled", True) or uri_template in seen:
+                continue
+            seen.add(uri_template)
+            listing: dict[str, Any] = {
+                "uriTemplate": uri_template,
+                "name": template.get("name") or uri_template,
+                "description": curation.get("description") or template.get("description") or "",
+            }
+            title = curation.get("title") or template.get("title")
+            if title:
+                listing["title"] = title
+            if template.get("mime_type"):
+                listing["mimeType"] = template["mime_type"]
+            served.append(MemberTemplate(member.key, links.get(member.key), listing, uri_template))
+    return tuple(served)
+
+
 def endpoint_view(tx: Tx, name: str) -> EndpointView | None:
     """The view of the endpoint named ``name`` (endpoint names are unique across the gateway)."""
     endpoint = tx.find_name(kinds.ENDPOINTS.path, name)
@@ -259,6 +329,7 @@ def endpoint_view(tx: Tx, name: str) -> EndpointView | None:
         hidden_prompts=hidden_prompts,
         member_resources=member_resources,
         hidden_uris=hidden_uris,
+        member_templates=_member_templates(tx, workspace, bundle, enabled, links),
         overview=str(bundle.data.get("overview") or ""),
         oauth=endpoint.data.get("oauth"),
         rate_limit=_rate_limit(endpoint.data.get("rate_limit")),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -70,21 +71,28 @@ class MemberForwarder:
         return self._session
 
     async def call_tool(
-        self, link: MemberLink, version: str, tool: str, arguments: dict[str, Any]
+        self,
+        link: MemberLink,
+        version: str,
+        tool: str,
+        arguments: dict[str, Any],
+        carried: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The member's result of ``tools/call``, unchanged but for its server identity stamp."""
+        """The member's result of ``tools/call``, unchanged but for its server identity stamp.
+
+        ``carried`` (gateway_direct.DirectCall) brings the client's declared capabilities and its
+        answers to a member's input requests; an input-required result comes back as written.
+        """
+        carried = carried or {}
         request_id = next(self._ids)
         meta = {
             "io.modelcontextprotocol/protocolVersion": version,
             "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
-            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientCapabilities": carried.get("capabilities") or {},
         }
-        body = {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments, "_meta": meta},
-        }
+        params: dict[str, Any] = {"name": tool, "arguments": arguments, "_meta": meta}
+        params.update({k: v for k, v in carried.items() if k in ("inputResponses", "requestState")})
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         headers = {
             **dict(link.headers),
             "Accept": "application/json, text/event-stream",

@@ -6,7 +6,7 @@ into the watchers that keep discovery fresh (discovery.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bundle_operator.platform import kinds
@@ -30,6 +30,8 @@ class Offer:
     # False when the entries are what an earlier discovery found: the member fails now.
     fresh: bool = True
     declared: bool = False
+    # Resource templates found by discovery (a declared catalog has none).
+    templates: list[dict[str, Any]] = field(default_factory=list)
 
     def entries(self, what: str) -> list[dict[str, Any]]:
         """The tools, prompts or resources."""
@@ -71,4 +73,5 @@ def member_offer(tx: Tx, workspace: str, instance_id: str) -> Offer:
         bool(data["ok"]),
         str(data.get("message", "")),
         fresh=bool(data["ok"]),
+        templates=data.get("templates", []),
     )

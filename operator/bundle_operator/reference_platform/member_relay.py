@@ -134,9 +134,7 @@ class _Relay:
             raise MCPError(code=types.INVALID_REQUEST, message="the gateway has no call in progress here")
         return self.route
 
-    async def sampling(
-        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
-    ) -> Any:
+    async def sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
         needs = types.ClientCapabilities(
             sampling=types.SamplingCapability(tools=types.SamplingToolsCapability() if params.tools else None)
         )
