@@ -61,7 +61,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
 
 def _report(runs: Runs, tmp_path: Path) -> str:
     text = run.table(runs.direct.outcomes, runs.gateway.outcomes)
-    text += f"\n(suite time: {runs.direct.seconds:.1f}s + {runs.gateway.seconds:.1f}s; raw results under {runs.out})"
+    seconds = f"{runs.direct.seconds:.1f}s + {runs.gateway.seconds:.1f}s"
+    text += f"\n(suite time: {seconds}; raw results under {runs.out})"
     (tmp_path / "conformance-table.txt").write_text(text + "\n")
     print("\n" + text)
     return text
