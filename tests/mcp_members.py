@@ -166,6 +166,7 @@ class _Member:
         self.last_headers: dict[str, str] = {}
         self.legacy_streams = 0
         self.tool_calls: Counter[str] = Counter()
+        self.last_call: dict[str, Any] = {}  # the params of the last tools/call, as sent
         # Results answered as written, by tool: the SDK's model would add defaults (isError) to them.
         self.raw_results: dict[str, dict[str, Any]] = {}
         # Set: a request on the 2026-07-28 wire is refused, as by a server of an older SDK.
@@ -202,6 +203,7 @@ class _Member:
     ) -> CallToolResult | dict[str, Any]:
         found = self._tools.get(params.name)
         self.tool_calls[params.name] += 1
+        self.last_call = params.model_dump(by_alias=True, mode="json", exclude_none=True)
         if params.name in self.raw_results:
             return dict(self.raw_results[params.name])
         if found is None:
@@ -591,6 +593,10 @@ class Members:
     def tool_calls(self, member: str, tool: str) -> int:
         """How many ``tools/call`` of `tool` reached `member`."""
         return self._members[member].tool_calls[tool]
+
+    def last_call(self, member: str) -> dict[str, Any]:
+        """The params of the last ``tools/call`` that reached `member`, as it read them."""
+        return dict(self._members[member].last_call)
 
     def answer_raw(self, member: str, tool: str, result: dict[str, Any]) -> None:
         """Make `member` answer calls of `tool` with `result` as it is, no field added."""

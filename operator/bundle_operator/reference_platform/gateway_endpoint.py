@@ -40,6 +40,7 @@ from mcp.server.subscriptions import (
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPError
+from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bundle_operator.document.issues import cut_short
@@ -47,6 +48,7 @@ from bundle_operator.document.prompt_text import placeholder_names, render
 from bundle_operator.reference_platform.asgi_bridge import AsgiApp, Message, Receive, Send
 from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
 from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView, Served
+from bundle_operator.reference_platform.member_forward import as_written
 from bundle_operator.reference_platform.member_link import MemberLink
 from bundle_operator.reference_platform.member_relay import Route
 
@@ -120,12 +122,34 @@ class Relayed:
     progress: bool  # the client gave a progress token
     input_responses: dict[str, Any] | None = None  # the client's answers (2026-07-28 wire)
     request_state: str | None = None
+    # The request's ``_meta`` entries a member is sent as they are: progress token, log level.
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def carried(self, route: Route) -> dict[str, Any]:
+        """What a 2026-07-28 ``tools/call`` posted to the member carries (member_forward.py)."""
+        carried: dict[str, Any] = {"capabilities": route.capabilities(), "meta": self.meta}
+        if self.input_responses is not None:
+            carried["inputResponses"] = self.input_responses
+        if self.request_state is not None:
+            carried["requestState"] = self.request_state
+        return carried
 
 
 def _progress_token(meta: Any) -> Any:
     if not isinstance(meta, dict):
         return None
     return meta.get("progressToken", meta.get("progress_token"))
+
+
+def _passed_meta(meta: Any) -> dict[str, Any]:
+    """The entries of a request's ``_meta`` that go to the member unchanged."""
+    if not isinstance(meta, dict):
+        return {}
+    passed = {key: meta[key] for key in (LOG_LEVEL_META_KEY,) if key in meta}
+    token = _progress_token(meta)
+    if token is not None:
+        passed["progressToken"] = token
+    return passed
 
 
 class SessionOwners:
@@ -281,9 +305,7 @@ class GatewayEndpoint:
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
             on_list_prompts=self._list_prompts,
-            on_get_prompt=self._get_prompt,
             on_list_resources=self._list_resources,
-            on_read_resource=self._read_resource,
             on_list_resource_templates=self._list_templates,
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
@@ -292,7 +314,11 @@ class GatewayEndpoint:
             on_subscriptions_listen=_RelayedListen(self),
         )
         # Registered by method: its answer may be the member's raw result (a dict), passed through.
-        self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
+        # Registered by method: their answers may be the member's raw results (dicts), passed through.
+        add = self.server.add_request_handler
+        add("tools/call", types.CallToolRequestParams, self._call_tool)
+        add("prompts/get", types.GetPromptRequestParams, self._get_prompt)
+        add("resources/read", types.ReadResourceRequestParams, self._read_resource)
         self.server.middleware.insert(0, self._remember_session)
         # Answers stream (SSE) so that a member's progress, logs and requests reach the caller
         # mid-call; plain tool calls on the 2026-07-28 wire take the door's JSON path (gateway_direct).
@@ -389,11 +415,15 @@ class GatewayEndpoint:
         def route(member: str) -> Route:
             return Route(ctx.session, ctx.request_id, member, level)
 
+        inputs = getattr(params, "input_responses", None)
         return Relayed(
             route,
             _progress_token(ctx.meta) is not None,
-            getattr(params, "input_responses", None),
+            {k: v.model_dump(by_alias=True, mode="json", exclude_none=True) for k, v in inputs.items()}
+            if inputs
+            else None,
             getattr(params, "request_state", None),
+            _passed_meta(ctx.meta),
         )
 
     async def _set_level(
@@ -456,7 +486,7 @@ class GatewayEndpoint:
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
+    ) -> types.GetPromptResult | dict[str, Any]:
         view = await self.gateway.current(self)
         arguments = {k: str(v) for k, v in (params.arguments or {}).items()}
         if _SEPARATOR not in params.name:
@@ -464,12 +494,23 @@ class GatewayEndpoint:
         prompt = view.member_prompts.get(params.name)
         if prompt is None:
             raise _not_found(f"this bundle has no prompt '{shown(params.name)}'")
-        result: types.GetPromptResult = await self.gateway.on_member(
-            prompt.link,
-            prompt.member,
-            lambda client: client.get_prompt(prompt.name, arguments),
-            self._relayed(ctx).route(prompt.member),
-        )
+        relayed = self._relayed(ctx, params)
+        route = relayed.route(prompt.member)
+
+        async def get(client: Client) -> dict[str, Any]:
+            if route.modern:
+                return as_written(
+                    await client.session.get_prompt(
+                        prompt.name,
+                        arguments,
+                        input_responses=relayed.input_responses,
+                        request_state=relayed.request_state,
+                        allow_input_required=True,
+                    )
+                )
+            return as_written(await client.get_prompt(prompt.name, arguments))
+
+        result: dict[str, Any] = await self.gateway.on_member(prompt.link, prompt.member, get, route)
         return result
 
     @staticmethod
@@ -574,7 +615,7 @@ class GatewayEndpoint:
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | dict[str, Any]:
         view = await self.gateway.current(self)
         uri = str(params.uri)
         if uri.lower().startswith("bundle:"):
@@ -594,12 +635,22 @@ class GatewayEndpoint:
         served = view.serving(uri)
         if served is None:
             raise _not_found(f"this bundle serves no resource '{shown(uri)}'")
-        result: types.ReadResourceResult = await self.gateway.on_member(
-            served.link,
-            served.member,
-            lambda client: client.read_resource(uri),
-            self._relayed(ctx).route(served.member),
-        )
+        relayed = self._relayed(ctx, params)
+        route = relayed.route(served.member)
+
+        async def read(client: Client) -> dict[str, Any]:
+            if route.modern:
+                return as_written(
+                    await client.session.read_resource(
+                        uri,
+                        input_responses=relayed.input_responses,
+                        request_state=relayed.request_state,
+                        allow_input_required=True,
+                    )
+                )
+            return as_written(await client.read_resource(uri))
+
+        result: dict[str, Any] = await self.gateway.on_member(served.link, served.member, read, route)
         return result
 
     async def _list_templates(

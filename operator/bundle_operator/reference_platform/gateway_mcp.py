@@ -67,7 +67,12 @@ from bundle_operator.reference_platform.gateway_oauth import (
 from bundle_operator.reference_platform.gateway_rules import MAX_PRESENTED_NAME
 from bundle_operator.reference_platform.gateway_stepup import needs_scopes, refused_tool, step_up
 from bundle_operator.reference_platform.gateway_view import EndpointView, Served, endpoint_view
-from bundle_operator.reference_platform.member_forward import HeaderMismatch, MemberForwarder, as_written
+from bundle_operator.reference_platform.member_forward import (
+    HeaderMismatch,
+    MemberForwarder,
+    OnMessage,
+    as_written,
+)
 from bundle_operator.reference_platform.member_link import MemberLink, MemberPool
 from bundle_operator.reference_platform.member_relay import RelayPool, Route
 from bundle_operator.reference_platform.member_subscriptions import Subscriptions
@@ -189,26 +194,46 @@ class Gateway:
         carried: dict[str, Any] | None = None,
     ) -> types.CallToolResult | dict[str, Any]:
         """A member's answer to ``tools/call``: passed through raw on the 2026-07-28 wire."""
-        if link is not None:
-            try:
-                version = (await self.pool.client(link)).protocol_version
-            except MCPError:
-                raise
-            except Exception as exc:
-                raise self._unavailable(link, member, exc) from None
-            if version in MODERN_PROTOCOL_VERSIONS:
-                try:
-                    return await self.forwarder.call_tool(link, version, tool, arguments, carried)
-                except (HeaderMismatch, aiohttp.ClientConnectorError):
-                    pass  # the member ran nothing: its SDK client sends the call as it wants it
-                except MCPError:
-                    raise
-                except Exception as exc:
-                    raise self._unavailable(link, member, exc) from None
+        forwarded = await self._forward(link, member, tool, arguments, carried)
+        if forwarded is not None:
+            return forwarded
         result: types.CallToolResult = await self.on_member(
             link, member, lambda client: client.call_tool(tool, arguments)
         )
         return as_written(result)
+
+    async def _forward(
+        self,
+        link: MemberLink | None,
+        member: str,
+        tool: str,
+        arguments: dict[str, Any],
+        carried: dict[str, Any] | None,
+        on_message: OnMessage | None = None,
+    ) -> dict[str, Any] | None:
+        """The call posted to a member that speaks the 2026-07-28 wire (member_forward.py).
+
+        None when the member does not, or wants the call as only its SDK client sends it: the
+        member ran nothing, and the call goes through a client.
+        """
+        if link is None:
+            return None
+        try:
+            version = (await self.pool.client(link)).protocol_version
+        except MCPError:
+            raise
+        except Exception as exc:
+            raise self._unavailable(link, member, exc) from None
+        if version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        try:
+            return await self.forwarder.call_tool(link, version, tool, arguments, carried, on_message)
+        except (HeaderMismatch, aiohttp.ClientConnectorError):
+            return None
+        except MCPError:
+            raise
+        except Exception as exc:
+            raise self._unavailable(link, member, exc) from None
 
     def _unavailable(self, link: MemberLink, member: str, exc: BaseException) -> MCPError:
         reason = link.scrub(f"{type(exc).__name__}: {exc}".strip().rstrip(":"))
@@ -225,6 +250,14 @@ class Gateway:
         (an input-required result) and answers it on its retry, which goes to the member as sent.
         """
         route = relayed.route(member)
+        if route.modern:
+            # Posted as the caller sent it, with its capabilities: the member's progress and logs
+            # come back on the call's stream, its requests for input as its result.
+            forwarded = await self._forward(
+                link, member, tool, arguments, relayed.carried(route), route.notified
+            )
+            if forwarded is not None:
+                return forwarded
         progress = route.progress if relayed.progress else None
 
         async def action(client: Client) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -51,6 +51,10 @@ def without_identity(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+# Told of each notification a member sends on a call's stream (a JSON-RPC message as read).
+OnMessage = Callable[[dict[str, Any]], Awaitable[None]]
+
+
 class HeaderMismatch(Exception):
     """The member wants the call sent with headers only its SDK client derives; nothing ran."""
 
@@ -77,15 +81,19 @@ class MemberForwarder:
         tool: str,
         arguments: dict[str, Any],
         carried: Mapping[str, Any] | None = None,
+        on_message: OnMessage | None = None,
     ) -> dict[str, Any]:
         """The member's result of ``tools/call``, unchanged but for its server identity stamp.
 
-        ``carried`` (gateway_direct.DirectCall) brings the client's declared capabilities and its
-        answers to a member's input requests; an input-required result comes back as written.
+        ``carried`` (gateway_direct.DirectCall) brings the client's declared capabilities, its
+        progress token and log level, and its answers to a member's input requests; an
+        input-required result comes back as written. Notifications the member sends on the call's
+        stream before its answer (progress, log messages) go to ``on_message``.
         """
         carried = carried or {}
         request_id = next(self._ids)
         meta = {
+            **(carried.get("meta") or {}),
             "io.modelcontextprotocol/protocolVersion": version,
             "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
             "io.modelcontextprotocol/clientCapabilities": carried.get("capabilities") or {},
@@ -104,7 +112,7 @@ class MemberForwarder:
         async with self._http().post(link.url, data=json.dumps(body), headers=headers) as response:
             kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
             if kind == "text/event-stream":
-                message = await _from_stream(response, request_id)
+                message = await _from_stream(response, request_id, on_message)
             elif kind == "application/json":
                 message = await response.json(content_type=None)
             else:
@@ -131,8 +139,10 @@ class MemberForwarder:
             await self._session.close()
 
 
-async def _from_stream(response: aiohttp.ClientResponse, request_id: int) -> dict[str, Any]:
-    """The JSON-RPC answer to ``request_id`` on an SSE response (notifications before it pass)."""
+async def _from_stream(
+    response: aiohttp.ClientResponse, request_id: int, on_message: OnMessage | None
+) -> dict[str, Any]:
+    """The answer to ``request_id`` on an SSE response; notifications before it go to ``on_message``."""
     data: list[str] = []
     async for raw in response.content:
         line = raw.decode("utf-8").rstrip("\r\n")
@@ -143,4 +153,6 @@ async def _from_stream(response: aiohttp.ClientResponse, request_id: int) -> dic
             data = []
             if isinstance(message, dict) and message.get("id") == request_id:
                 return message
+            if on_message is not None and isinstance(message, dict) and "id" not in message:
+                await on_message(message)
     raise MCPError(code=INTERNAL_ERROR, message="the member's stream ended without an answer")

@@ -69,6 +69,25 @@ class Route:
         """Whether the calling client speaks the 2026-07-28 wire (no requests back to it mid-call)."""
         return self.session.protocol_version in MODERN_PROTOCOL_VERSIONS
 
+    def capabilities(self) -> dict[str, Any]:
+        """The capabilities the caller declared, as a 2026-07-28 request to the member carries them.
+
+        The member then asks (with an input-required result) only what the caller can answer.
+        """
+        have = self.session.client_capabilities
+        return have.model_dump(by_alias=True, mode="json", exclude_none=True) if have else {}
+
+    async def notified(self, message: dict[str, Any]) -> None:
+        """A notification the member sent on the call's stream (the 2026-07-28 wire), relayed."""
+        params = message.get("params")
+        try:
+            if message.get("method") == "notifications/progress" and isinstance(params, dict):
+                await self.progress(params["progress"], params.get("total"), params.get("message"))
+            elif message.get("method") == "notifications/message":
+                await self.log(types.LoggingMessageNotificationParams.model_validate(params))
+        except (KeyError, TypeError, ValueError):
+            log.debug("a member's notification the gateway could not read was dropped")
+
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         """The member's progress, against the token the calling client gave (none given: dropped)."""
         await self.session.report_progress(progress, total, message)

@@ -169,3 +169,54 @@ async def test_completion_for_a_prompt_or_template_the_bundle_lacks_is_an_error(
         )
         assert answer.get("error", {}).get("code") == -32602, answer
         assert named in answer["error"]["message"]
+
+
+async def _modern_call(url: str, api_key: str, params: dict[str, Any], *, progress: bool = False) -> Any:
+    """A raw 2026-07-28 ``tools/call`` by a client that can elicit (with a progress token: streamed)."""
+    meta: dict[str, Any] = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    if progress:
+        meta["progressToken"] = "p-1"
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": params["name"],
+        "Authorization": f"Bearer {api_key}",
+    }
+    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {**params, "_meta": meta}}
+    async with httpx.AsyncClient(timeout=10) as http:
+        return _message(await http.post(url, headers=headers, json=body))
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "streamed"])
+async def test_a_members_input_request_reaches_a_modern_client_and_its_answers_the_member(
+    api: PlatformClient, members: Members, streamed: bool
+) -> None:
+    # On the 2026-07-28 wire a member asks for input with an input-required result; the client
+    # answers on its retry. The gateway passes both as written, on its JSON path and on the
+    # streamed one (a call with a progress token).
+    url, api_key = await served(api, members)
+    elicit = {"mode": "form", "message": "Go ahead?", "requestedSchema": {"type": "object", "properties": {}}}
+    asked = {
+        "resultType": "input_required",
+        "inputRequests": {"confirm": {"method": "elicitation/create", "params": elicit}},
+        "requestState": "member-state-1",
+    }
+    members.answer_raw("weather", "forecast", asked)
+    call = {"name": "weather__forecast", "arguments": {"city": "Oslo"}}
+    first = await _modern_call(url, api_key, call, progress=streamed)
+    assert "error" not in first, first
+    assert _without_stamp(first["result"]) == asked
+    done = {"content": [{"type": "text", "text": "rain"}], "resultType": "complete"}
+    members.answer_raw("weather", "forecast", done)
+    answers = {"confirm": {"action": "accept", "content": {}}}
+    retry = {**call, "inputResponses": answers, "requestState": "member-state-1"}
+    second = await _modern_call(url, api_key, retry, progress=streamed)
+    assert _without_stamp(second["result"]) == done
+    reached = members.last_call("weather")
+    assert (reached["inputResponses"], reached["requestState"]) == (answers, "member-state-1")
+    assert reached["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {"elicitation": {}}
