@@ -32,6 +32,7 @@ from typing import Any
 import uvicorn
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.session import ServerSession
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
@@ -149,6 +150,22 @@ TOOLS: list[Tool] = [
         description="Closes its SSE stream mid-call; the answer arrives after the client reconnects.",
         input_schema=NO_ARGS,
     ),
+    # Beyond the suite's: what the gateway's relay tests ask of a member (test_gateway_relay.py).
+    Tool(
+        name="test_wait_for_cancellation",
+        description="Waits until the call is cancelled (counted at test://cancellations).",
+        input_schema=NO_ARGS,
+    ),
+    Tool(
+        name="test_list_roots",
+        description="Asks the client for its roots and answers with their URIs.",
+        input_schema=NO_ARGS,
+    ),
+    Tool(
+        name="test_touch_resource",
+        description="Tells the sessions subscribed to a URI that it was updated.",
+        input_schema={"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]},
+    ),
     Tool(
         name="json_schema_2020_12_tool",
         description="Takes input described with JSON Schema 2020-12 keywords.",
@@ -243,12 +260,21 @@ def _text(text: str) -> TextContent:
     return TextContent(type="text", text=text)
 
 
+def _session_id(ctx: ServerRequestContext[Any]) -> str:
+    headers = getattr(ctx.request, "headers", None)
+    found = headers.get("mcp-session-id") if headers is not None else None
+    return str(found or id(ctx.session))
+
+
 class ConformanceMember:
     """The handlers, with per-session log levels and subscriptions."""
 
     def __init__(self) -> None:
         self.log_levels: dict[int, str] = {}
         self.subscriptions: dict[int, set[str]] = {}
+        # uri -> {Mcp-Session-Id -> that session}: who is told when test_touch_resource updates it.
+        self.watchers: dict[str, dict[str, ServerSession]] = {}
+        self.cancellations = 0
         self.server: Server[Any] = Server(
             "conformance-member",
             version="1.0.0",
@@ -401,6 +427,25 @@ class ConformanceMember:
                 await ctx.close_sse_stream()
             await asyncio.sleep(0.3)
             return CallToolResult(content=[_text("Answered after the stream was closed and resumed.")])
+        if name == "test_wait_for_cancellation":
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                self.cancellations += 1
+                raise
+            return CallToolResult(content=[_text("Never cancelled.")])
+        if name == "test_list_roots":
+            try:
+                roots = await ctx.session.list_roots()
+            except MCPError as error:
+                return CallToolResult(content=[_text(f"Roots failed: {error}")], is_error=True)
+            return CallToolResult(content=[_text("Roots: " + " ".join(str(r.uri) for r in roots.roots))])
+        if name == "test_touch_resource":
+            uri = str(args.get("uri", ""))
+            watchers = list(self.watchers.get(uri, {}).values())
+            for session in watchers:
+                await session.send_resource_updated(uri)
+            return CallToolResult(content=[_text(f"Told {len(watchers)} session(s).")])
         if name == "json_schema_2020_12_tool":
             return CallToolResult(content=[_text(f"Received: {json.dumps(args, sort_keys=True)}")])
         raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
@@ -458,6 +503,11 @@ class ConformanceMember:
             return ReadResourceResult(
                 contents=[TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
             )
+        if uri == "test://cancellations":
+            text = str(self.cancellations)
+            return ReadResourceResult(
+                contents=[TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
+            )
         if uri.startswith(TEMPLATE_PREFIX) and uri.endswith(TEMPLATE_SUFFIX):
             ident = uri[len(TEMPLATE_PREFIX) : -len(TEMPLATE_SUFFIX)]
             if ident and "/" not in ident:
@@ -469,12 +519,14 @@ class ConformanceMember:
 
     async def _subscribe(self, ctx: ServerRequestContext[Any], params: SubscribeRequestParams) -> EmptyResult:
         self.subscriptions.setdefault(id(ctx.session), set()).add(str(params.uri))
+        self.watchers.setdefault(str(params.uri), {})[_session_id(ctx)] = ctx.session
         return EmptyResult()
 
     async def _unsubscribe(
         self, ctx: ServerRequestContext[Any], params: UnsubscribeRequestParams
     ) -> EmptyResult:
         self.subscriptions.get(id(ctx.session), set()).discard(str(params.uri))
+        self.watchers.get(str(params.uri), {}).pop(_session_id(ctx), None)
         return EmptyResult()
 
     # ------------------------------------------------------------------------------ prompts

@@ -19,7 +19,7 @@ import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -89,6 +89,9 @@ DEBOUNCE = 0.05
 # The methods of the streamable HTTP transport; HEAD and the rest answer 405 before anything else.
 METHODS = ("GET", "POST", "DELETE")
 _READ_CHUNK = 64 * 1024
+# How often a call on the 2026-07-28 wire looks whether its client is still connected (seconds).
+DISCONNECT_POLL = 0.25
+_R = TypeVar("_R")
 
 
 class Gateway:
@@ -386,16 +389,20 @@ class Gateway:
                         headers={"Retry-After": retry_after(wait)},
                     )
         if request.method == "POST" and (direct := self._direct(request, body, message, view)) is not None:
-            return await self._answer_directly(direct, view, principal, live)
+            return await _while_connected(request, self._answer_directly(direct, view, principal, live))
         live.view = view
         live.server.instructions = view.description or None
-        response = await serve_asgi(
+        served = serve_asgi(
             live.owners.recording(live.manager.handle_request, principal.who),
             request,
             body=body,
             state={PRINCIPAL: principal},
             user=_sdk_user(principal),
         )
+        # On the 2026-07-28 wire a client cancels a request by closing its stream; on the handshake
+        # wire a dropped stream is no cancellation (the client may resume it).
+        cancellable = modern and request.method == "POST"
+        response = await (_while_connected(request, served) if cancellable else served)
         if request.method == "DELETE" and session_id and response.status < 400:
             live.forget(session_id)
             await self.subscriptions.forget(live.subscriber(None, session_id))
@@ -466,6 +473,9 @@ class Gateway:
                 result = await self.call_member_tool(tool.link, tool.member, tool.tool, arguments, carried)
         except MCPError as exc:
             self.audit(call, "error", exc.message)
+            raise
+        except asyncio.CancelledError:
+            self.audit(call, "error", "cancelled by the client")
             raise
         failed = result.get("isError") if isinstance(result, dict) else result.is_error
         self.audit(call, "tool_error" if failed else "ok", None)
@@ -566,6 +576,25 @@ def _tool_title(listing: dict[str, Any], tool: str) -> str:
     annotations = listing.get("annotations")
     title = listing.get("title") or (annotations.get("title") if isinstance(annotations, dict) else None)
     return str(title or tool)
+
+
+async def _while_connected(request: web.Request, work: Awaitable[_R]) -> _R:
+    """``work``'s answer; once the client has closed the connection, ``work`` is cancelled.
+
+    aiohttp goes on with a handler whose client left; a member's call it waits for would go on too.
+    The handler then ends as aiohttp ends one whose client disconnected (nothing is answered).
+    """
+    task = asyncio.ensure_future(work)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL)
+        if done:
+            return task.result()
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            raise ConnectionResetError("the client closed the connection")
 
 
 async def _read_body(request: web.Request) -> bytes:

@@ -365,3 +365,93 @@ async def test_a_modern_call_with_a_progress_token_is_streamed_with_the_members_
     assert result["content"] == [{"type": "text", "text": "Progress reported: 0, 50, 100 of 100."}]
     assert "isError" not in result or result["isError"] is False
     assert messages.index(progress[-1]) < len(messages) - 1  # every progress before the result
+
+
+# ------------------------------------------------------------------------------------ roots
+
+
+async def test_the_members_roots_request_is_answered_by_the_caller(served: Served) -> None:
+    async def roots(context: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="project")])
+
+    async with through(served, list_roots_callback=roots) as client:
+        result = await client.call_tool("test_list_roots", {})
+        assert _text(result) == "Roots: file:///work/project", result
+    async with through(served) as client:
+        refused = await client.call_tool("test_list_roots", {})
+        assert refused.is_error and _text(refused).startswith("Roots failed"), refused
+
+
+# ------------------------------------------------------------------------------------ cancellation
+
+
+async def _cancellations(served: Served) -> int:
+    async with direct(served) as client:
+        read = await client.read_resource("test://cancellations")
+    content = read.contents[0]
+    assert isinstance(content, types.TextResourceContents)
+    return int(content.text)
+
+
+async def test_a_cancelled_call_is_cancelled_at_the_member(served: Served) -> None:
+    before = await _cancellations(served)
+    async with through(served) as client:
+        call = asyncio.create_task(client.call_tool("test_wait_for_cancellation", {}))
+        await asyncio.sleep(0.5)
+        call.cancel()  # the SDK client sends notifications/cancelled for the call
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        deadline = time.monotonic() + 5
+        while await _cancellations(served) == before:
+            assert time.monotonic() < deadline, "the member's call was not cancelled within 5s"
+            await asyncio.sleep(0.1)
+
+
+async def test_a_modern_call_whose_stream_closes_is_cancelled_at_the_member(served: Served) -> None:
+    # The 2026-07-28 wire has no cancel notification over HTTP: closing the call's stream is the signal.
+    before = await _cancellations(served)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "test_wait_for_cancellation", "arguments": {}, "_meta": meta},
+    }
+    headers = {
+        "Authorization": f"Bearer {served.api_key}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "test_wait_for_cancellation",
+    }
+    async with httpx.AsyncClient(timeout=30) as http:
+        with contextlib.suppress(httpx.TimeoutException):
+            await http.post(served.endpoint_url, json=body, headers=headers, timeout=0.5)
+    deadline = time.monotonic() + 5
+    while await _cancellations(served) == before:
+        assert time.monotonic() < deadline, "the member's call was not cancelled within 5s"
+        await asyncio.sleep(0.1)
+
+
+# ------------------------------------------------------------------------------------ updates
+
+
+async def test_the_members_update_of_a_subscribed_resource_reaches_the_subscriber(served: Served) -> None:
+    updated: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+
+    async with through(served, message_handler=on_message) as client:
+        await client.subscribe_resource("test://watched-resource")
+        told = await client.call_tool("test_touch_resource", {"uri": "test://watched-resource"})
+        assert _text(told) == "Told 1 session(s).", told
+        await _eventually(lambda: updated == ["test://watched-resource"])
+        await client.unsubscribe_resource("test://watched-resource")
+        told = await client.call_tool("test_touch_resource", {"uri": "test://watched-resource"})
+        assert _text(told) == "Told 0 session(s).", told
