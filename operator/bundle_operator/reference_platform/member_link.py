@@ -85,48 +85,65 @@ async def connected(link: MemberLink, **options: Any) -> AsyncIterator[Client]:
             yield client
 
 
-@dataclass
-class _Held:
+@dataclass(eq=False)  # kept in sets, by identity
+class HeldClient:
+    """A client session to a member held open in a task of its own until ``close``.
+
+    A client's context must be entered and left in one task, so a client shared by calls made
+    from many tasks lives in a task that holds it.
+    """
+
     client: Client
     task: asyncio.Task[None]
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
+    @property
+    def alive(self) -> bool:
+        """Whether the session is still open (the member may have dropped it)."""
+        return not self.task.done()
+
+    async def close(self) -> None:
+        """End the session and wait (a little) for its task."""
+        self.stop.set()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(self.task, timeout=5)
+
+
+async def hold_open(link: MemberLink, name: str, **options: Any) -> HeldClient:
+    """A client session to ``link`` (``options`` as ``connected`` takes them), held open by a task."""
+    ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        try:
+            async with connected(link, **options) as client:
+                ready.set_result(client)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    task = asyncio.create_task(hold(), name=name)
+    return HeldClient(await ready, task, stop)
+
 
 class MemberPool:
-    """Connected clients to members, one per link, shared by every call that goes there.
-
-    A client's context must be entered and left in one task, so each lives in a task of its own
-    that holds it open until the pool drops it.
-    """
+    """Connected clients to members, one per link, shared by every call that goes there."""
 
     def __init__(self) -> None:
-        self._held: dict[str, _Held] = {}
-        self._opening: dict[str, asyncio.Future[_Held]] = {}
+        self._held: dict[str, HeldClient] = {}
+        self._opening: dict[str, asyncio.Future[HeldClient]] = {}
 
-    async def _open(self, link: MemberLink) -> _Held:
-        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-        stop = asyncio.Event()
-
-        async def hold() -> None:
-            try:
-                async with connected(link) as client:
-                    ready.set_result(client)
-                    await stop.wait()
-            except BaseException as exc:
-                if not ready.done():
-                    ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-
-        task = asyncio.create_task(hold(), name="gateway-member-client")
-        client = await ready
-        return _Held(client, task, stop)
+    async def _open(self, link: MemberLink) -> HeldClient:
+        return await hold_open(link, "gateway-member-client")
 
     async def client(self, link: MemberLink) -> Client:
         """A connected client for ``link``, opened on first use."""
         key = link.fingerprint
         held = self._held.get(key)
-        if held is not None and not held.task.done():
+        if held is not None and held.alive:
             return held.client
         pending = self._opening.get(key)
         if pending is None:
@@ -144,9 +161,7 @@ class MemberPool:
         """Close the client for ``link`` (after a failure: the next call reconnects)."""
         held = self._held.pop(link.fingerprint, None)
         if held is not None:
-            held.stop.set()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(held.task, timeout=5)
+            await held.close()
 
     async def call(self, link: MemberLink, action: Callable[[Client], Awaitable[Any]]) -> Any:
         """Run ``action`` on the member's client.
@@ -178,5 +193,4 @@ class MemberPool:
         for one in held:
             one.stop.set()
         for one in held:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(one.task, timeout=5)
+            await one.close()

@@ -9,12 +9,11 @@ per member and checks one out per call, pointing its callbacks at the call's ``R
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import warnings
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx2
@@ -26,7 +25,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bundle_operator.reference_platform.member_link import MemberLink, connected
+from bundle_operator.reference_platform.member_link import HeldClient, MemberLink, hold_open
 
 log = logging.getLogger("bundle_operator.platform.gateway")
 
@@ -145,9 +144,7 @@ class _Relay:
     """One connected member client and the call it serves now (None between calls)."""
 
     route: Route | None = None
-    client: Client | None = None
-    task: asyncio.Task[None] | None = None
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    held: HeldClient | None = None
 
     def _route(self) -> Route:
         if self.route is None:
@@ -202,43 +199,27 @@ class RelayPool:
 
     async def _open(self, link: MemberLink, modern: bool) -> _Relay:
         relay = _Relay()
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        async def hold() -> None:
-            try:
-                async with connected(
-                    link,
-                    sampling_callback=relay.sampling,
-                    elicitation_callback=relay.elicitation,
-                    list_roots_callback=relay.roots,
-                    logging_callback=relay.logging,
-                    # The member sends every level on the 2026-07-28 wire; the route applies the client's.
-                    log_level="debug",
-                    # The member is spoken to in the caller's era, so it asks the caller the way it
-                    # would directly: mid-call requests on the handshake wire, input-required results
-                    # on the 2026-07-28 wire.
-                    mode="auto" if modern else "legacy",
-                ) as client:
-                    relay.client = client
-                    ready.set_result(None)
-                    await relay.stop.wait()
-            except BaseException as exc:
-                if not ready.done():
-                    ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-
-        relay.task = asyncio.create_task(hold(), name="gateway-member-relay")
-        await ready
+        relay.held = await hold_open(
+            link,
+            "gateway-member-relay",
+            sampling_callback=relay.sampling,
+            elicitation_callback=relay.elicitation,
+            list_roots_callback=relay.roots,
+            logging_callback=relay.logging,
+            # The member sends every level on the 2026-07-28 wire; the route applies the client's.
+            log_level="debug",
+            # The member is spoken to in the caller's era, so it asks the caller the way it would
+            # directly: mid-call requests on the handshake wire, input-required results on the
+            # 2026-07-28 wire.
+            mode="auto" if modern else "legacy",
+        )
         self._all.add(relay)
         return relay
 
     async def _close(self, relay: _Relay) -> None:
         self._all.discard(relay)
-        relay.stop.set()
-        if relay.task is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(relay.task, timeout=5)
+        if relay.held is not None:
+            await relay.held.close()
 
     async def call(self, link: MemberLink, route: Route, action: Callable[[Client], Awaitable[_T]]) -> _T:
         """Run ``action`` on a member client whose progress, logs and requests go to ``route``.
@@ -264,7 +245,7 @@ class RelayPool:
     def _reuse(self, idle: list[_Relay]) -> _Relay | None:
         while idle:
             candidate = idle.pop()
-            if candidate.task is not None and not candidate.task.done():
+            if candidate.held is not None and candidate.held.alive:
                 return candidate
             self._all.discard(candidate)
         return None
@@ -272,10 +253,10 @@ class RelayPool:
     async def _run(
         self, relay: _Relay, route: Route, action: Callable[[Client], Awaitable[_T]], idle: list[_Relay]
     ) -> _T:
-        assert relay.client is not None
+        assert relay.held is not None
         relay.route = route
         try:
-            result = await action(relay.client)
+            result = await action(relay.held.client)
         except BaseException:
             relay.route = None
             await self._close(relay)

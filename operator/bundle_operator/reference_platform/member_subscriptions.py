@@ -8,7 +8,6 @@ spoken to on the handshake wire, where ``resources/subscribe`` exists.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import warnings
@@ -17,10 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
-from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from bundle_operator.reference_platform.member_link import MemberLink, connected
+from bundle_operator.reference_platform.member_link import HeldClient, MemberLink, hold_open
 
 log = logging.getLogger("bundle_operator.platform.gateway")
 
@@ -36,14 +34,8 @@ Notify = Callable[[str], Awaitable[None]]
 class _Feed:
     """One member's client that carries its subscriptions, and the URIs subscribed there."""
 
+    held: HeldClient
     uris: set[str] = field(default_factory=set)
-    client: Client | None = None
-    task: asyncio.Task[None] | None = None
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def alive(self) -> bool:
-        return self.task is not None and not self.task.done() and self.client is not None
 
 
 class Subscriptions:
@@ -67,8 +59,7 @@ class Subscriptions:
             )
         feed = await self._feed(link)
         if uri not in feed.uris:
-            assert feed.client is not None
-            await feed.client.subscribe_resource(uri)
+            await feed.held.client.subscribe_resource(uri)
             feed.uris.add(uri)
         self._member_of[uri] = link.fingerprint
         self._subscribers.setdefault(uri, {})[key] = notify
@@ -85,9 +76,9 @@ class Subscriptions:
         if feed is None:
             return
         feed.uris.discard(uri)
-        if feed.alive and feed.client is not None:
+        if feed.held.alive:
             with contextlib.suppress(Exception):
-                await feed.client.unsubscribe_resource(uri)
+                await feed.held.client.unsubscribe_resource(uri)
         if not feed.uris:
             await self._close_feed(feed)
 
@@ -107,29 +98,17 @@ class Subscriptions:
 
     async def _feed(self, link: MemberLink) -> _Feed:
         feed = self._feeds.get(link.fingerprint)
-        if feed is not None and feed.alive:
+        if feed is not None and feed.held.alive:
             return feed
-        feed = _Feed()
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         async def on_message(message: Any) -> None:
             if isinstance(message, types.ResourceUpdatedNotification):
                 await self._updated(str(message.params.uri))
 
-        async def hold() -> None:
-            try:
-                async with connected(link, mode="legacy", message_handler=on_message) as client:
-                    feed.client = client
-                    ready.set_result(None)
-                    await feed.stop.wait()
-            except BaseException as exc:
-                if not ready.done():
-                    ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-
-        feed.task = asyncio.create_task(hold(), name="gateway-member-subscriptions")
-        await ready
+        held = await hold_open(
+            link, "gateway-member-subscriptions", mode="legacy", message_handler=on_message
+        )
+        feed = _Feed(held)
         self._feeds[link.fingerprint] = feed
         return feed
 
@@ -137,10 +116,7 @@ class Subscriptions:
         for key, known in list(self._feeds.items()):
             if known is feed:
                 del self._feeds[key]
-        feed.stop.set()
-        if feed.task is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(feed.task, timeout=5)
+        await feed.held.close()
 
     async def close(self) -> None:
         """Close every member feed."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from pydantic import SecretStr
 
@@ -176,3 +178,13 @@ async def member_gateway(
             return bundle.id
         await asyncio.sleep(0.1)
     raise AssertionError("the members were not discovered")
+
+
+def rpc_answer(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC message of an MCP answer, whether plain JSON or the last event of an SSE stream."""
+    if response.headers["Content-Type"].startswith("text/event-stream"):
+        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+        message: dict[str, Any] = json.loads(data[-1])
+        return message
+    plain: dict[str, Any] = response.json()
+    return plain

@@ -27,7 +27,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from platform_builders import key
+from platform_builders import key, rpc_answer
 from platform_harness import TOKEN, PlatformProcess
 from test_gateway_oauth import INITIALIZE, api_audit, gateway, oauth_endpoint, post
 from tests.mcp_members import Members
@@ -360,16 +360,6 @@ async def read_event(stream: httpx.Response, method: str, within: float) -> None
     await asyncio.wait_for(seek(), timeout=within)
 
 
-def answered(response: httpx.Response) -> dict[str, Any]:
-    """The JSON-RPC answer in a response, whether plain JSON or the last event of an SSE stream."""
-    if response.headers["Content-Type"].startswith("text/event-stream"):
-        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
-        message: dict[str, Any] = json.loads(data[-1])
-        return message
-    plain: dict[str, Any] = response.json()
-    return plain
-
-
 async def test_a_session_answers_only_the_principal_that_opened_it(
     api: PlatformClient, members: Members, issuer: StubIssuer
 ) -> None:
@@ -408,7 +398,7 @@ async def test_a_session_answers_only_the_principal_that_opened_it(
             mine = await http.post(
                 url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=hers
             )
-            assert mine.status_code == 200 and answered(mine)["result"]["tools"]
+            assert mine.status_code == 200 and rpc_answer(mine)["result"]["tools"]
             await api.put_tool(ws, bundle_id, "weather__echo", GatewayToolCuration(enabled=False))
             await read_event(stream, "notifications/tools/list_changed", within=10)
         assert (await http.delete(url, headers=hers)).status_code == 200

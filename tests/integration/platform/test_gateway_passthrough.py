@@ -7,7 +7,6 @@ own server identity stamp on the 2026-07-28 wire.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from platform_builders import key, member_gateway
+from platform_builders import key, member_gateway, rpc_answer
 from platform_harness import TOKEN, PlatformProcess, start_platform
 
 from bundle_operator.platform import kinds
@@ -66,12 +65,7 @@ def _message(answer: httpx.Response) -> dict[str, Any]:
     """The JSON-RPC message of an answer, whether plain JSON or one SSE event."""
     # The 2026-07-28 wire gives a JSON-RPC error an HTTP status of its own (400 for -32602).
     assert answer.status_code in (200, 400), answer.text
-    if answer.headers["Content-Type"].startswith("text/event-stream"):
-        data = [line[5:].strip() for line in answer.text.splitlines() if line.startswith("data:")]
-        found: dict[str, Any] = json.loads(data[-1])
-        return found
-    direct: dict[str, Any] = answer.json()
-    return direct
+    return rpc_answer(answer)
 
 
 async def request(
