@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
+from bundle_operator.devcluster import DevCluster, Kubectl, WaitTimeout, wait_until
 from tests.e2e.operator_harness import (
     OperatorProcess,
     condition,
@@ -145,6 +147,48 @@ def test_a_registry_bundle_installs_and_follows_latest(
     assert found["reason"] == "RegistryRecordDeleted" and "compromised" in str(found["message"])
     assert kubectl.get("bundle", "weather", ns)["status"].get("source") is None
     assert len(platform_list(platform, workspace, "mcp-servers")) == 1
+
+
+# How many times the test below applies a Bundle and its installation together: a few in `make test`,
+# more to hunt the race (BUNDLE_E2E_TOGETHER_RUNS=50).
+TOGETHER_RUNS = int(os.environ.get("BUNDLE_E2E_TOGETHER_RUNS") or 4)
+# "Within seconds": what an installation may take to follow its Bundle on a busy machine.
+FOLLOW_SECONDS = 30.0
+
+
+def test_a_registry_bundle_and_its_installation_applied_together_install(
+    kubectl: Kubectl,
+    operator: OperatorProcess,
+    registry: StubRegistry,
+    platform: PlatformProcess,
+    solo_namespace: str,
+) -> None:
+    """One `kubectl apply` of both, as a GitOps tool applies a folder, in either order: the
+    installation follows its Bundle once the Bundle has resolved, each time."""
+    ns = solo_namespace
+    registry.publish(SERVER, "1.2.0", archive(version="1.2.0"))
+    kubectl.run("create", "secret", "generic", "weather-key", "-n", ns, "--from-literal=api_key=k-123")
+    for run in range(TOGETHER_RUNS):
+        name, workspace = f"together-{run}", f"together-{run}-{int(time.time())}"
+        bundle = registry_bundle(name, registry)
+        installation = resource(
+            "BundleInstallation",
+            name,
+            {
+                "bundleRef": {"name": name},
+                "workspace": workspace,
+                "setup": [{"key": "api_key", "secretKeyRef": {"name": "weather-key", "key": "api_key"}}],
+            },
+        )
+        both = [bundle, installation] if run % 2 == 0 else [installation, bundle]
+        kubectl.apply(yaml.safe_dump_all(both, sort_keys=False), namespace=ns)
+        try:
+            installed = wait_ready(kubectl, "bundleinstallation", name, ns, timeout=FOLLOW_SECONDS)
+        except WaitTimeout:
+            status = (kubectl.get("bundleinstallation", name, ns).get("status") or {}).get("conditions")
+            pytest.fail(f"run {run}: the installation did not follow its Bundle: {status}")
+        assert installed["status"]["installedVersion"] == "1.2.0", (run, installed["status"])  # type: ignore[index]
+        assert len(platform_list(platform, workspace, "mcp-servers")) == 1
 
 
 def test_refused_records_stall_with_their_reasons(

@@ -230,6 +230,8 @@ class _Run:
             self.result.created.append(item.desired.entity)
             if item.recorded is not None:
                 self.superseded.append(item)  # what is left of the old one goes once the run succeeds
+            if item.kept:
+                self.result.kept.append(item.desired.entity)  # the old one, edited, stays on the platform
         for item in decided:
             entity = item.desired.entity
             self.ids[entity] = self.entities[entity].primary_id or ""
@@ -298,8 +300,9 @@ class _Run:
             for item in self.superseded
             if item.recorded is not None
             for part in primary_first(item.recorded.parts)
-            # A gone primary needs no delete; an archived agent stays archived; a replaced one goes.
-            if part.role != "primary" or item.replaces
+            # A gone primary needs no delete; an archived agent stays archived; a replaced one goes
+            # unless it was edited (then it is left to whoever edited it).
+            if part.role != "primary" or (item.replaces and not item.kept)
         ]
         for part, owner in [*retired, *self.writer.retired]:
             if await self.writer.failed_to_delete(part, owner):

@@ -53,9 +53,10 @@ class Planned:
     recorded: RecordedEntity | None = None
     live: dict[str, Any] | None = None
     merge: MergeResult | None = None
-    replaces: bool = False  # a CREATE that replaces a live entity the platform cannot change in place
+    replaces: bool = False  # a CREATE that replaces a live entity (immutable field or binding changed)
     blocked: str | None = None  # why this entity cannot be brought to the bundle at all
     rebound: list[str] = field(default_factory=list)  # binding paths changed on the platform
+    kept: list[str] = field(default_factory=list)  # a replaced entity left as edited: its edited paths
 
 
 def _at(spec: Any, pointer: str) -> Any:
@@ -150,6 +151,9 @@ def decide(desired: Desired, record: Record, snapshot: Snapshot, options: Option
     live = project(recorded, snapshot)
     if live is None:
         return Planned(desired, "CREATE", kind.gone_reason(recorded, snapshot), recorded)
+    moved = binding_changes(desired.kind, recorded.spec, desired.spec)
+    if moved:
+        return _rebinding(desired, recorded, live, moved)
     hashes = {site: secret_hash(record, v) for site, v in desired.secrets.items()}
     # A trigger whose name or agent changed on the platform is not the one this install bound:
     # reusing it as it is would leave it running someone else's agent. Its binding is an update
@@ -175,6 +179,19 @@ def decide(desired: Desired, record: Record, snapshot: Snapshot, options: Option
     return Planned(
         desired, "UPDATE", None, recorded, live, settled.merge, blocked=settled.blocked, rebound=rebound
     )
+
+
+def _rebinding(desired: Desired, recorded: RecordedEntity, live: dict[str, Any], moved: list[str]) -> Planned:
+    """The install now binds the entity to something else (its agent was installed again): the
+    recorded one is not reused (seed 000), a new one is created, and the old one is deleted while
+    unedited, else left as it is to whoever edited it."""
+    what = ", ".join(moved)
+    edited = changed_paths(recorded.spec, live)
+    if not edited:
+        reason = f"the install binds it anew ({what}): a new one is created and the one it recorded deleted"
+        return Planned(desired, "CREATE", reason, recorded, live, replaces=True)
+    reason = f"the install binds it anew ({what}): a new one is created and the edited one it recorded kept"
+    return Planned(desired, "CREATE", reason, recorded, live, replaces=True, kept=edited)
 
 
 async def plan(
@@ -255,6 +272,8 @@ def _decide_levels(planned: Plan, issues: list[Issue]) -> dict[str, str]:
                 plain = [c for c in decided.merge.conflicts if c not in decided.rebound]
                 issues += _conflict_issues(entity, plain, mode)
                 issues += _binding_issues(entity, decided.rebound, mode)
+            if decided.kept and decided.recorded is not None:
+                issues.append(_kept_issue(decided.recorded, decided.kept))
             if decided.blocked is not None:
                 issues.append(
                     blocking(
@@ -265,6 +284,17 @@ def _decide_levels(planned: Plan, issues: list[Issue]) -> dict[str, str]:
                     )
                 )
     return ids
+
+
+def _kept_issue(recorded: RecordedEntity, edited: list[str]) -> Issue:
+    part = recorded.primary
+    where = f" ({part.path}/{part.id})" if part is not None else ""
+    message = (
+        f"{recorded.entity}: the entity it recorded{where} is bound to what this install replaced and "
+        f"was edited since it was installed ({', '.join(edited[:5])}); it is kept as it is and no "
+        "longer belongs to the install, which creates its own"
+    )
+    return warning(Code.ENTITY_KEPT, message, entity=recorded.entity)
 
 
 def _plan_removals(planned: Plan, issues: list[Issue]) -> None:

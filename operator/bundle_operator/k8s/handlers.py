@@ -172,17 +172,12 @@ async def config_map_changed(
 @kopf.on.resume(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
 @kopf.on.create(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
 @kopf.on.update(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
-async def bundle_changed(
-    body: kopf.Body, retry: int, namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any
-) -> None:
+async def bundle_changed(body: kopf.Body, retry: int, memo: kopf.Memo, **_: Any) -> None:
     rt = runtime_of(memo)
-    users = kwargs["installations_by_bundle"].get((namespace, name))
 
+    # The installations follow the status this writes, as the watch delivers it (_bundle_event).
     async def run(obj: dict[str, Any]) -> ReconcileResult:
-        outcome = await rt.bundles.reconcile(obj, attempt=retry)
-        marker = inputs_marker("Bundle", name, outcome.digest or "unresolved")
-        await rt.nudges.nudge(INSTALLATION_PLURAL, namespace or "", users, marker)
-        return outcome.result
+        return (await rt.bundles.reconcile(obj, attempt=retry)).result
 
     await rt.reconciled("Bundle", body, retry, run, plural=BUNDLE_PLURAL)
 
@@ -202,8 +197,7 @@ async def registry_refresh(
 ) -> None:
     """Reads a registry source's record again every ``refreshInterval`` (refreshes.py)."""
     if meta.get("namespace") is not None:
-        users_of = kwargs["installations_by_bundle"]
-        await refresh_registry(runtime_of(memo), stopped, body, meta["uid"], users_of)
+        await refresh_registry(runtime_of(memo), stopped, body, meta["uid"])
 
 
 # --- BundleInstallation ---------------------------------------------------------------------------
@@ -255,8 +249,14 @@ async def installation_deleted(
 
 
 @kopf.on.event(GROUP, VERSION, BUNDLE_PLURAL, registry=REGISTRY)
-async def _bundle_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
-    runtime_of(memo).delivered(BUNDLE_PLURAL, body, type)
+async def _bundle_event(
+    body: kopf.Body, type: str | None, namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    rt = runtime_of(memo)
+    rt.delivered(BUNDLE_PLURAL, body, type)
+    if namespace is not None:
+        users = kwargs["installations_by_bundle"].get((namespace, name))
+        await rt.nudges.bundle_seen(namespace, name, body, type, users)
 
 
 @kopf.on.event(GROUP, VERSION, ENDPOINT_PLURAL, registry=REGISTRY)

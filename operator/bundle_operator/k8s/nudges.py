@@ -6,6 +6,7 @@ with its retries, even across an operator restart. Setting the same marker twice
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ class Nudges:
     # The last installation marker set on each Endpoint, so an installation's every status write
     # does not cost a patch per Endpoint.
     endpoint_markers: dict[tuple[str, str], str] = field(default_factory=dict)
+    # The outcome each Bundle's installations were last nudged for (bundle_seen).
+    bundle_markers: dict[tuple[str, str], str] = field(default_factory=dict)
 
     async def nudge(self, plural: str, namespace: str, names: Iterable[str] | None, marker: str) -> None:
         """Mark each of ``names``; one that is gone is skipped, other failures only logged."""
@@ -53,6 +56,37 @@ class Nudges:
         marker = inputs_marker("Secret", name, "deleted") if deleted else marker
         await self.nudge(ENDPOINT_PLURAL, namespace, endpoints, marker)
 
+    async def bundle_seen(
+        self,
+        namespace: str,
+        name: str,
+        body: Mapping[str, Any],
+        event: str | None,
+        users: Iterable[str] | None,
+    ) -> None:
+        """A Bundle's watch event: when the outcome of its reconcile is new, its installations run again.
+
+        Taken from the watch, not from the Bundle's handler, because kopf indexes an event before
+        it runs its handlers: an installation that read this Bundle before its outcome was known is
+        among ``users`` here, and one indexed later reads the outcome. A handler's list of users,
+        taken before a slow registry read, missed installations applied together with the Bundle.
+        """
+        key = (namespace, name)
+        if event == "DELETED":
+            self.bundle_markers.pop(key, None)
+            return
+        outcome = bundle_outcome(body)
+        if outcome is None:
+            return
+        marker = inputs_marker("Bundle", name, outcome)
+        before = self.bundle_markers.get(key)
+        if before == marker:
+            return
+        self.bundle_markers[key] = marker
+        if before is None and event is None:
+            return  # the listing at start: every installation resumes, reading the Bundle as it is
+        await self.nudge(INSTALLATION_PLURAL, namespace, users, marker)
+
     async def peer_deleted(self, namespace: str, name: str, same_workspace: Iterable[Peer]) -> None:
         """An installation refused as a duplicate of the deleted one may go ahead now."""
         marker = inputs_marker("Peer", name, "deleted")
@@ -76,6 +110,16 @@ class Nudges:
     def forget_endpoint(self, namespace: str, name: str) -> None:
         """The Endpoint is gone: so is the marker remembered for it."""
         self.endpoint_markers.pop((namespace, name), None)
+
+
+def bundle_outcome(body: Mapping[str, Any]) -> str | None:
+    """What an installation reads of its Bundle's last reconcile (the generation it handled, the
+    digest, the registry version pinned), or None while it has handled none."""
+    status = body.get("status") or {}
+    observed = status.get("observedGeneration")
+    if observed is None:
+        return None
+    return json.dumps([observed, status.get("digest"), status.get("source")], sort_keys=True)
 
 
 def secret_endpoints(

@@ -5,18 +5,16 @@ failures instead of handing them to kopf (the next turn of the clock is their re
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
 from bundle_operator.k8s.bundle.reconciler import BundleOutcome
 from bundle_operator.k8s.installation.drift_clock import parse_interval, stalled_and_seen
-from bundle_operator.k8s.installation.inputs import inputs_marker
 from bundle_operator.k8s.logs import object_extra
 from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import Retry, backoff
-from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL, INSTALLATION_PLURAL
+from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL
 from bundle_operator.k8s.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -42,12 +40,10 @@ def _gone(fresh: dict[str, Any], uid: str) -> bool:
     return meta.get("uid") != uid or bool(meta.get("deletionTimestamp"))
 
 
-async def refresh_registry(
-    rt: Runtime, stopped: kopf.DaemonStopped, body: kopf.Body, uid: str, users_of: Mapping[Any, Any]
-) -> None:
+async def refresh_registry(rt: Runtime, stopped: kopf.DaemonStopped, body: kopf.Body, uid: str) -> None:
     """Read a registry source's record again every ``refreshInterval``, through the same reconcile:
-    a new latest version, a deprecation or a deletion shows in status and reaches installations
-    (``users_of``: the live ``installations_by_bundle`` index)."""
+    a new latest version, a deprecation or a deletion shows in status, and reaches installations
+    as the watch delivers it (``Nudges.bundle_seen``)."""
     namespace, name = str(body["metadata"]["namespace"]), str(body["metadata"]["name"])
     extra = object_extra("Bundle", namespace, name, uid)
     wait: float | None = None
@@ -68,8 +64,6 @@ async def refresh_registry(
             attempt = 0
             if outcome.reason == "RegistryRecordChanged":
                 wait = REGISTRY_CHANGED_RETRY_SECONDS
-            marker = inputs_marker("Bundle", name, outcome.digest or "unresolved")
-            await rt.nudges.nudge(INSTALLATION_PLURAL, namespace, users_of.get((namespace, name)), marker)
         except Retry as exc:
             wait, attempt = exc.delay, attempt + 1
             log.info("registry refresh will be retried in %.0f s: %s", exc.delay, exc, extra=extra)

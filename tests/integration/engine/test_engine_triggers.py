@@ -15,7 +15,7 @@ from bundle_operator.engine.plan import Options, plan
 from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from bundle_operator.platform.models import AgentCreate, Trigger, TriggerUpdate
+from bundle_operator.platform.models import AgentCreate, AgentUpdate, Trigger, TriggerUpdate
 from tests.documents import bundle_document
 from tests.integration.engine.harness import install, parse, workspace_state
 
@@ -104,3 +104,60 @@ async def test_an_untouched_trigger_is_still_reused(client: PlatformClient, ws: 
     assert "automation:daily" in again.reused and again.updated == []
     report = await drift(client, ws, record)
     assert report.changed == {"automation:daily": ["/message"]} and report.rebound == {}
+
+
+async def archive(client: PlatformClient, ws: str, agent_id: str) -> None:
+    agent = await client.get(ws, kinds.AGENTS, agent_id)
+    await client.update(ws, kinds.AGENTS, agent_id, AgentUpdate(archived=True), revision=agent.revision)
+
+
+async def test_a_trigger_of_an_archived_agent_is_replaced_not_rebound(
+    client: PlatformClient, ws: str
+) -> None:
+    record, trigger, old_agent = await installed(client, ws)
+    await archive(client, ws, old_agent)
+    planned = await plan(client, ws, parse(DOC), {}, record)
+    daily = next(e for e in planned.preview.entities if e.entity == "automation:daily")
+    assert daily.action == "CREATE" and "deleted" in (daily.reason or "")
+    result, _ = await install(client, ws, parse(DOC), {}, record)
+    assert sorted(result.created) == ["agent:bot", "automation:daily"]
+    assert result.updated == [] and result.kept == []
+    new_agent = record.find("agent:bot").primary_id  # type: ignore[union-attr]
+    assert new_agent != old_agent
+    # The install's own trigger runs the new agent; the old one, unedited and owned, is gone.
+    [live] = await client.list_all(ws, kinds.TRIGGERS)
+    assert live.id != trigger.id
+    assert (live.name, live.agent_id, live.enabled) == ("cron-kit:daily", new_agent, False)
+    assert record.find("automation:daily").primary_id == live.id  # type: ignore[union-attr]
+    again, _ = await install(client, ws, parse(DOC), {}, record)
+    assert again.created == [] and again.updated == [] and "automation:daily" in again.reused
+
+
+async def test_an_edited_trigger_of_an_archived_agent_is_kept_and_reported(
+    client: PlatformClient, ws: str
+) -> None:
+    record, trigger, old_agent = await installed(client, ws)
+    await rebind(client, ws, trigger, message="Edited by hand")
+    await archive(client, ws, old_agent)
+    result, _ = await install(client, ws, parse(DOC), {}, record)
+    assert sorted(result.created) == ["agent:bot", "automation:daily"] and result.updated == []
+    assert result.kept == ["automation:daily"]
+    [kept] = [i for i in result.preview.issues if i.code == "entity_kept"]
+    assert (kept.severity, kept.entity) == ("warning", "automation:daily")
+    assert trigger.id in kept.message and "/message" in kept.message
+    new_agent = record.find("agent:bot").primary_id  # type: ignore[union-attr]
+    triggers = {t.id: t for t in await client.list_all(ws, kinds.TRIGGERS)}
+    assert sorted(triggers) == sorted([trigger.id, record.find("automation:daily").primary_id])  # type: ignore[union-attr]
+    old = triggers.pop(trigger.id)
+    [new] = triggers.values()
+    assert (old.agent_id, old.message) == (old_agent, "Edited by hand")
+    assert (new.name, new.agent_id, new.message, new.enabled) == (
+        "cron-kit:daily",
+        new_agent,
+        "Report",
+        False,
+    )
+    # The kept trigger is no longer the install's: the next run neither reports nor touches it.
+    again, _ = await install(client, ws, parse(DOC), {}, record)
+    assert again.created == [] and again.updated == [] and again.kept == []
+    assert (await client.get(ws, kinds.TRIGGERS, trigger.id)).message == "Edited by hand"

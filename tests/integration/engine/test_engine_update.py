@@ -214,10 +214,14 @@ async def test_archived_agent_is_installed_again_and_dependents_follow(
     record = await installed(client, ws)
     await edit_agent(client, ws, record, archived=True)
     result, _ = await install(client, ws, parse(DOC), SETUP, record)
-    assert result.created == ["agent:bot"]
-    assert sorted(result.updated) == ["automation:daily", "channel:chat", "policy:cap"]
+    # The trigger is the install's own only while it runs the agent the install bound (seed 000):
+    # a new one runs the new agent, the old one goes.
+    assert result.created == ["agent:bot", "automation:daily"]
+    assert sorted(result.updated) == ["channel:chat", "policy:cap"]
     agents = await client.list_all(ws, kinds.AGENTS)
     assert sorted(a.archived for a in agents) == [False, True]
+    new_agent = next(a.id for a in agents if not a.archived)
+    assert [t.agent_id for t in await client.list_all(ws, kinds.TRIGGERS)] == [new_agent]
 
 
 async def test_activation_enables_channel_and_trigger(client: PlatformClient, ws: str) -> None:

@@ -31,13 +31,10 @@ _UNRESOLVED: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class BundleOutcome:
-    """What the reconcile found: the digest installations depend on (None when unusable).
-
-    ``reason`` is the Stalled or retry reason, None when the Bundle resolved.
-    """
+    """What the reconcile found; ``reason`` is the Stalled or retry reason, None when the Bundle
+    resolved. Installations follow the status it wrote (``Nudges.bundle_seen``)."""
 
     result: ReconcileResult
-    digest: str | None
     reason: str | None = None
 
 
@@ -55,7 +52,6 @@ class BundleReconciler:
         patch: dict[str, Any]
         conditions: list[cond.Cond]
         result: ReconcileResult = "success"
-        digest: str | None = None
         reason: str | None = None
         try:
             spec = BundleSpec.model_validate(body.get("spec") or {})
@@ -92,9 +88,8 @@ class BundleReconciler:
                 name, version = patch.get("bundleName"), patch.get("version")
                 message = f"bundle {name} {version or ''} from {resolved.origin}".replace("  ", " ")
                 conditions = cond.ready("Resolved", "; ".join([message, *resolved.warnings]))
-                digest = patch.get("digest")
         await self._write(body, patch, conditions, True)
-        return BundleOutcome(result, digest, reason)
+        return BundleOutcome(result, reason)
 
     async def _announce(self, body: dict[str, Any], resolved: Resolved) -> None:
         """Events for what a registry read found: a deprecated record, a new version of latest."""
