@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -53,8 +54,10 @@ def bundlectl(
     flags = ["--registry", registry.url, "--allow-private-sources"]
     if trusted:
         flags += ["--ca-file", str(registry.tls.ca_file)]
+    # An empty environment, but for the PYTHONPATH that points a worktree's run at its own code.
+    own = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
     return subprocess.run(
-        [BUNDLECTL, *args, *flags], capture_output=True, text=True, check=False, env=env or {}
+        [BUNDLECTL, *args, *flags], capture_output=True, text=True, check=False, env={**own, **(env or {})}
     )
 
 
@@ -153,6 +156,41 @@ def test_search_pages_through_the_registry(registry: StubRegistry) -> None:
     assert [s["name"] for s in every["servers"]] == [f"io.github.fleet/server-{n}" for n in range(5)]
     assert every["next_cursor"] is None
     assert all(s["installable"] for s in every["servers"])
+
+
+def test_search_follows_cursors_until_the_limit_when_pages_are_smaller(registry: StubRegistry) -> None:
+    registry.page_size = 2
+    try:
+        four = bundlectl(registry, "registry", "search", "fleet", "--limit", "4")
+        assert four.returncode == 0, four.stderr
+        lines = four.stdout.splitlines()
+        assert [line.split()[0] for line in lines[1:5]] == [f"io.github.fleet/server-{n}" for n in range(4)]
+        assert lines[5:6] == [""] and lines[6].startswith("more: --cursor ")
+        every = as_json(bundlectl(registry, "registry", "search", "fleet", "--limit", "30", "-o", "json"), 0)
+        assert [s["name"] for s in every["servers"]] == [f"io.github.fleet/server-{n}" for n in range(5)]
+        assert every["next_cursor"] is None
+        table = bundlectl(registry, "registry", "search", "fleet")  # the default limit is 30
+        assert len(table.stdout.splitlines()) == 6 and "more:" not in table.stdout
+        three = as_json(bundlectl(registry, "registry", "search", "fleet", "--limit", "3", "-o", "json"), 0)
+        assert len(three["servers"]) == 3 and three["next_cursor"]
+        rest = as_json(
+            bundlectl(
+                registry, "registry", "search", "fleet", "--cursor", three["next_cursor"], "-o", "json"
+            ),
+            0,
+        )
+        assert [s["name"] for s in rest["servers"]] == [
+            "io.github.fleet/server-3",
+            "io.github.fleet/server-4",
+        ]
+    finally:
+        registry.page_size = None
+
+
+def test_search_refuses_a_limit_out_of_range(registry: StubRegistry) -> None:
+    for limit in ("0", "1001"):
+        done = bundlectl(registry, "registry", "search", "fleet", "--limit", limit)
+        assert done.returncode == 2 and "--limit must be 1 to 1000" in done.stderr
 
 
 def test_search_marks_what_cannot_be_installed(registry: StubRegistry) -> None:
