@@ -352,6 +352,11 @@ def _text(record: Record, verdict: Installable | NotInstallable) -> str:
             f"installable: yes: {_shown_url(verdict.package_url)}, checked against the SHA-256 {source} "
             f"gives ({verdict.sha256})"
         )
+        if len(record.mcpb_packages()) > 1:
+            lines.append(
+                "several mcpb packages: the one used is the first whose archive's manifest supports the "
+                "platform, read when it is downloaded"
+            )
         if verdict.warning:
             lines.append(f"warning: {printable(verdict.warning)}")
     else:

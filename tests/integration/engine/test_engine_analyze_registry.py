@@ -45,6 +45,14 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubRegistry]
         )
         for n in range(5):
             running.publish(f"io.github.fleet/server-{n}", "1.0.0", archive())
+        builds = []
+        for platform in ("darwin", "win32"):
+            body = archive(compatibility={"platforms": [platform]})
+            url, sha = running.serve_file(f"other-{platform}.mcpb", body)
+            builds.append({"registryType": "mcpb", "identifier": url, "fileSha256": sha})
+        running.publish("io.github.builds/other-platforms", "1.0.0", packages=builds)
+        remote = running.publish("io.github.builds/remote-only", "1.0.0", packages=[])
+        remote["server"]["remotes"] = [{"type": "streamable-http", "url": "https://mcp.example.com/w"}]
         yield running
 
 
@@ -106,6 +114,12 @@ def test_show_says_why_a_record_is_not_installable(registry: StubRegistry, serve
     assert shown["message"]
     text = bundlectl(registry, "registry", "show", server)
     assert text.returncode == 1 and f"({reason})" in text.stdout
+
+
+def test_show_says_a_remote_only_record_is_offered_as_a_remote_server(registry: StubRegistry) -> None:
+    shown = as_json(bundlectl(registry, "registry", "show", "io.github.builds/remote-only", "-o", "json"), 1)
+    assert shown["reason"] == "RegistryNoMcpbPackage"
+    assert "offered as a remote server (streamable-http https://mcp.example.com/w)" in shown["message"]
 
 
 def test_show_with_a_pinned_digest_that_differs_is_a_conflict(registry: StubRegistry) -> None:
@@ -227,6 +241,8 @@ def test_analyze_a_registry_record_shows_the_verdict_before_any_manifest(registr
         ("io.github.example/gone", (), "registry_record_deleted"),
         ("io.github.example/no-digest", (), "registry_checksum_missing"),
         ("io.github.example/npm-only", (), "registry_no_mcpb_package"),
+        ("io.github.builds/remote-only", (), "registry_no_mcpb_package"),
+        ("io.github.builds/other-platforms", (), "registry_no_compatible_package"),
         ("io.github.example/never-published", (), "registry_record_not_found"),
         ("io.github.example/tampered", (), "checksum_mismatch"),
         (SERVER, ("--file-sha256", "0" * 64), "registry_checksum_conflict"),
