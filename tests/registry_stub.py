@@ -3,9 +3,10 @@
 It answers the three read routes the operator and bundlectl use (a version's record, with
 ``include_deleted``; the server list with ``search``, ``limit`` and ``cursor``) and serves the
 package files its records point at. A test publishes records, and can make the registry answer a
-sequence of different records to successive reads, answer slowly, answer raw bytes, or redirect a
-package URL elsewhere. No real registry can be reached from here: this stands in for one, speaking
-the routes and shapes of the registry's OpenAPI document (docs/reference/api/openapi.yaml upstream).
+sequence of different records to successive reads, answer slowly, answer raw bytes, redirect a
+package URL elsewhere, or answer list pages smaller than asked for. No real registry can be
+reached from here: this stands in for one, speaking the routes and shapes of the registry's OpenAPI
+document (docs/reference/api/openapi.yaml upstream).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class StubRegistry:
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location
     delays: dict[str, float] = field(default_factory=dict)  # path -> seconds before answering
     huge: set[str] = field(default_factory=set)  # paths that declare a terabyte and send nothing
+    page_size: int | None = None  # the most a list page holds, whatever limit is asked for
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -132,6 +134,8 @@ class StubRegistry:
     def _list(self, query: dict[str, list[str]]) -> dict[str, Any]:
         text = (query.get("search") or [""])[0]
         limit = int((query.get("limit") or ["30"])[0])
+        if self.page_size is not None:
+            limit = min(limit, self.page_size)
         deleted = query.get("include_deleted") != ["true"]
         names = sorted(
             name

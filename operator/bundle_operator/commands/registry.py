@@ -1,6 +1,7 @@
 """bundlectl registry: find servers in an MCP Registry and see whether a record can be installed.
 
-``search`` lists servers page by page (``metadata.nextCursor``); ``show`` prints one record and the
+``search`` lists up to ``--limit`` servers, following the registry's cursors (``metadata.nextCursor``)
+as long as its pages are smaller than that, as ``gh search --limit`` does; ``show`` prints one record and the
 verdict the operator would reach on it (DESIGN.md §9.3), without downloading anything. A record is
 written by whoever published it: what bundlectl says of it (tables, names, messages) goes through
 ``printable``; the record itself, in ``show -o json``, keeps its strings as given, with JSON escapes
@@ -41,8 +42,9 @@ from bundle_operator.registry.records import (
     record_label,
 )
 
-# --all stops here: a registry whose cursors never end must not keep bundlectl running.
+# A search stops here: a registry whose cursors never end must not keep bundlectl running.
 MAX_PAGES = 50
+MAX_SEARCH_LIMIT = 1000
 # What json.dumps(ensure_ascii=False) leaves as it is but must not reach a terminal: DEL and the C1
 # controls (0x9b is a CSI), and lone surrogates, which UTF-8 cannot encode.
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\ud800-\udfff]")
@@ -53,12 +55,20 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser("registry", help="search an MCP Registry and check its records")
     actions = parser.add_subparsers(dest="registry_command", metavar="SUBCOMMAND", required=True)
 
-    search = actions.add_parser("search", help="list the servers whose name contains TEXT, a page at a time")
+    search = actions.add_parser("search", help="list the servers whose name contains TEXT")
     search.add_argument("text", help="a part of the server's name")
     add_registry_flags(search)
-    search.add_argument("--limit", type=int, default=30, help=f"servers per page (1 to {MAX_PAGE_LIMIT})")
-    search.add_argument("--cursor", help="the page to start at: the next_cursor a previous search printed")
-    search.add_argument("--all", action="store_true", help=f"follow every page (at most {MAX_PAGES})")
+    search.add_argument(
+        "--limit",
+        type=int,
+        default=30,
+        help=f"at most this many servers, read over as many of the registry's pages as it takes "
+        f"(1 to {MAX_SEARCH_LIMIT}; at most {MAX_PAGES} pages)",
+    )
+    search.add_argument("--cursor", help="where to start: the next_cursor a previous search printed")
+    search.add_argument(
+        "--all", action="store_true", help=f"every server, whatever --limit says (at most {MAX_PAGES} pages)"
+    )
     search.add_argument("-o", "--output", choices=("table", "json"), default="table")
     search.set_defaults(func=_search)
 
@@ -156,8 +166,8 @@ def _shown_url(url: str) -> str:
 
 
 def _search(args: argparse.Namespace) -> int:
-    if not 1 <= args.limit <= MAX_PAGE_LIMIT:
-        return _usage("search", f"--limit must be 1 to {MAX_PAGE_LIMIT}")
+    if not 1 <= args.limit <= MAX_SEARCH_LIMIT:
+        return _usage("search", f"--limit must be 1 to {MAX_SEARCH_LIMIT}")
     if not _is_text(args.text) or (args.cursor is not None and not _is_text(args.cursor)):
         return _usage("search", "TEXT and --cursor must be printable UTF-8 text")
     try:
@@ -190,17 +200,24 @@ def _is_text(text: str) -> bool:
 async def _found(
     client: RegistryClient, text: str, cursor: str | None, limit: int, every: bool
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """The summaries of the pages read, and the cursor after the last one."""
+    """The summaries of up to ``limit`` servers (every one with ``every``), and the cursor after them.
+
+    A registry may answer with smaller pages than asked for, so cursors are followed until the
+    limit is reached; each page asks only for what is still missing, so no row is read and dropped.
+    """
     servers: list[dict[str, Any]] = []
     seen = {cursor}
-    for _ in range(MAX_PAGES if every else 1):
+    for _ in range(MAX_PAGES):
+        wanted = MAX_PAGE_LIMIT if every else min(limit - len(servers), MAX_PAGE_LIMIT)
         # Only the summaries are kept: a page's records may weigh a hundred times its bytes.
-        page = await client.search(text, cursor=cursor, limit=limit)
+        page = await client.search(text, cursor=cursor, limit=wanted)
         servers += [_summary(item.record, item.problem) for item in page.servers]
         cursor = page.next_cursor
         if cursor is None or cursor in seen:  # a cursor that leads back: the list would never end
             break
         seen.add(cursor)
+        if not every and len(servers) >= limit:
+            break
     return servers, cursor
 
 
@@ -335,6 +352,11 @@ def _text(record: Record, verdict: Installable | NotInstallable) -> str:
             f"installable: yes: {_shown_url(verdict.package_url)}, checked against the SHA-256 {source} "
             f"gives ({verdict.sha256})"
         )
+        if len(record.mcpb_packages()) > 1:
+            lines.append(
+                "several mcpb packages: the one used is the first whose archive's manifest supports the "
+                "platform, read when it is downloaded"
+            )
         if verdict.warning:
             lines.append(f"warning: {printable(verdict.warning)}")
     else:

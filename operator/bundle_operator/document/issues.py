@@ -125,6 +125,7 @@ class Code(StrEnum):
     REGISTRY_RECORD_CHANGED = "registry_record_changed"
     REGISTRY_RECORD_INVALID = "registry_record_invalid"
     REGISTRY_NO_MCPB_PACKAGE = "registry_no_mcpb_package"
+    REGISTRY_NO_COMPATIBLE_PACKAGE = "registry_no_compatible_package"
     REGISTRY_CHECKSUM_MISSING = "registry_checksum_missing"
     REGISTRY_CHECKSUM_CONFLICT = "registry_checksum_conflict"
     REGISTRY_UNAVAILABLE = "registry_unavailable"

@@ -12,8 +12,10 @@ How the archive maps:
   inside the archive: it becomes ``<root>/<path>``, a local path, which the analyzer reports as
   SKIPPED with its reason rather than running it. ``to_bundle`` says so in its warnings.
 - Each user_config entry becomes a setup field (see ``setup_fields``) and ``${user_config.x}``
-  becomes ``${setup.x}``. ``${HOME}``, ``${DESKTOP}``, ``${DOCUMENTS}`` and ``${DOWNLOADS}`` become the
-  folders passed in, and ``${pathSeparator}`` / ``${/}`` the platform's separator.
+  becomes ``${setup.x}``. ``${pathSeparator}`` / ``${/}`` become the platform's separator.
+  ``${HOME}``, ``${DESKTOP}``, ``${DOCUMENTS}`` and ``${DOWNLOADS}`` stay as written, in args, env
+  and setup defaults alike: they are the folders of the instance the server runs as, so the platform
+  resolves them when it launches the server, never the machine that converts.
 - The bundle's name is the manifest's name made valid for the format (spaces become ``-``).
 - A uv bundle (``not_runnable``) or a refused archive has no document.
 """
@@ -32,7 +34,7 @@ from bundle_operator.document.runtimes import unsupported_runtime_reason
 from bundle_operator.mcpb.errors import Refused
 from bundle_operator.mcpb.launch import RUNTIMES, substitute_variables
 from bundle_operator.mcpb.reader import Inspection
-from bundle_operator.mcpb.setup_fields import SetupField, this_computers_folders
+from bundle_operator.mcpb.setup_fields import SetupField
 
 SCHEMA_VERSION = "0.1.0"
 DEFAULT_ROOT_PARENT = "/var/lib/bundle-operator/mcpb"
@@ -68,9 +70,7 @@ def mcp_key(name: str) -> str:
     return key if key[:1].isalpha() else f"mcp_{key}"
 
 
-def _substitute(
-    text: str, root: str, separator: str, folders: Mapping[str, str], setup_keys: Mapping[str, str]
-) -> str:
+def _substitute(text: str, root: str, separator: str, setup_keys: Mapping[str, str]) -> str:
     def value(name: str) -> str:
         if name == "__dirname":
             return root
@@ -78,7 +78,7 @@ def _substitute(
             return separator
         if name.startswith("user_config."):
             return "${setup." + setup_keys[name.removeprefix("user_config.")] + "}"
-        return folders[name]
+        return "${" + name + "}"  # a folder variable: resolved at launch
 
     return substitute_variables(text, value)
 
@@ -92,9 +92,7 @@ def _setup_entry(f: SetupField) -> dict[str, Any]:
     return entry
 
 
-def to_bundle(
-    inspection: Inspection, *, root: str | None = None, folders: Mapping[str, str] | None = None
-) -> Conversion:
+def to_bundle(inspection: Inspection, *, root: str | None = None) -> Conversion:
     """The bundle document for an accepted archive; raises ``Refused`` for any other verdict."""
     if inspection.verdict != "accepted":
         raise Refused(
@@ -103,12 +101,11 @@ def to_bundle(
     manifest, launch = inspection.parsed_manifest, inspection.launch
     assert manifest is not None and launch is not None
     root = (root or default_root(inspection)).rstrip("/") or "/"
-    folders = folders if folders is not None else this_computers_folders()
     separator = "\\" if inspection.platform == "win32" else "/"
     setup_keys = {f.source_key: f.key for f in inspection.setup}
 
     def sub(text: str) -> str:
-        return _substitute(text, root, separator, folders, setup_keys)
+        return _substitute(text, root, separator, setup_keys)
 
     warnings: list[str] = []
     command = launch.command

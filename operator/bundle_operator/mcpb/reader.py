@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -33,7 +33,7 @@ from bundle_operator.mcpb.launch import (
 )
 from bundle_operator.mcpb.limits import DEFAULT_LIMITS, Limits
 from bundle_operator.mcpb.manifest import Manifest, parse_manifest
-from bundle_operator.mcpb.setup_fields import SetupField, setup_fields, this_computers_folders
+from bundle_operator.mcpb.setup_fields import SetupField, setup_fields
 from bundle_operator.mcpb.signature import SignatureResult
 from bundle_operator.mcpb.snapshot import Snapshot, snapshot_open, snapshot_path
 from bundle_operator.mcpb.zipindex import read_central_directory
@@ -99,14 +99,13 @@ def inspect_file(
     *,
     platform: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
-    folders: Mapping[str, str] | None = None,
 ) -> Inspection:
     """Read and verify the archive at ``path``.
 
     Raises ``OSError`` only when the file cannot be opened or read; everything about its content,
     its type (a device or a pipe) or its size is a refused ``Inspection``, never an exception.
     """
-    return _inspected(lambda: snapshot_path(path, limits), platform, limits, folders)
+    return _inspected(lambda: snapshot_path(path, limits), platform, limits)
 
 
 def inspect_open(
@@ -114,25 +113,23 @@ def inspect_open(
     *,
     platform: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
-    folders: Mapping[str, str] | None = None,
 ) -> Inspection:
     """Like ``inspect_file`` on an open binary file or ``io.BytesIO``; raises only ``OSError``.
 
     A file is copied once into a private snapshot first (bytes in memory are read as they are).
     """
-    return _inspected(lambda: snapshot_open(f, limits), platform, limits, folders)
+    return _inspected(lambda: snapshot_open(f, limits), platform, limits)
 
 
 def _inspected(
     snapshot: Callable[[], AbstractContextManager[Snapshot]],
     platform: str | None,
     limits: Limits,
-    folders: Mapping[str, str] | None,
 ) -> Inspection:
     """Inspect the snapshot ``snapshot`` takes; one refused before it was read has no SHA-256."""
     try:
         with snapshot() as snap:
-            return inspect_snapshot(snap, platform=platform, limits=limits, folders=folders)
+            return inspect_snapshot(snap, platform=platform, limits=limits)
     except Refused as refusal:
         platform = platform or running_platform()
         return Inspection(
@@ -145,13 +142,12 @@ def inspect_snapshot(
     *,
     platform: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
-    folders: Mapping[str, str] | None = None,
 ) -> Inspection:
     """Inspect an archive's snapshot; extraction calls this and then unpacks the same snapshot."""
     result = Inspection(verdict="refused", code=None, reason=None, sha256=snap.sha256, platform="")
     result.platform = platform or running_platform()
     try:
-        _read(snap, result, limits, folders if folders is not None else this_computers_folders())
+        _read(snap, result, limits)
     except Refused as refusal:
         result.verdict, result.code, result.reason = "refused", refusal.code, refusal.reason
     except OSError:
@@ -165,7 +161,7 @@ def inspect_snapshot(
     return result
 
 
-def _read(snap: Snapshot, result: Inspection, limits: Limits, folders: Mapping[str, str]) -> None:
+def _read(snap: Snapshot, result: Inspection, limits: Limits) -> None:
     f, size = snap.file, snap.size
     try:
         layout = read_layout(f, size, limits)
@@ -217,7 +213,7 @@ def _read(snap: Snapshot, result: Inspection, limits: Limits, folders: Mapping[s
         env=launch.env,
         platforms=supported,
     )
-    _check_manifest_rules(manifest, launch, result, set(files), limits, folders)
+    _check_manifest_rules(manifest, launch, result, set(files), limits)
 
 
 def _inflate_all(f: BinaryIO, entries: list[Entry], starts: dict[int, int], limits: Limits) -> bytes:
@@ -291,7 +287,6 @@ def _check_manifest_rules(
     result: Inspection,
     files: set[str],
     limits: Limits,
-    folders: Mapping[str, str],
 ) -> None:
     compatibility = manifest.compatibility
     check_platform(compatibility.platforms if compatibility else None, result.platform)
@@ -304,7 +299,7 @@ def _check_manifest_rules(
         raise Refused(
             "entry_point", f"server.entry_point '{server.entry_point}' is not a file in the archive"
         )
-    result.setup = setup_fields(manifest.user_config, folders)
+    result.setup = setup_fields(manifest.user_config)
     user_keys = set((manifest.user_config or {}).keys())
     if server.type == "uv":
         # uv installs packages when it starts, so nothing here decides what runs: read, never run.

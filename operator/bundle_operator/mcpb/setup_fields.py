@@ -2,8 +2,10 @@
 
 A sensitive entry becomes a ``secret`` field (and never keeps a default: a default shipped in the
 manifest is not a secret). ``directory`` and ``file`` entries are paths, so ``string`` fields.
-``${HOME}``, ``${DESKTOP}``, ``${DOCUMENTS}`` and ``${DOWNLOADS}`` in a default become the folders the
-caller passes in. ``multiple: true`` is refused: a setup field holds one value.
+``${HOME}``, ``${DESKTOP}``, ``${DOCUMENTS}`` and ``${DOWNLOADS}`` in a default stay as written: they
+name the folders of the instance the server launches as, which only the platform knows at launch;
+the machine reading the archive (a laptop, the operator's pod) is not where the server runs.
+``multiple: true`` is refused: a setup field holds one value.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from bundle_operator.mcpb.errors import Refused
@@ -19,7 +20,6 @@ from bundle_operator.mcpb.manifest import UserConfigOption
 
 SetupType = Literal["string", "secret", "number", "boolean"]
 _KEY = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]*$")
-_FOLDER = re.compile(r"\$\{(HOME|DESKTOP|DOCUMENTS|DOWNLOADS)\}")
 
 
 @dataclass(frozen=True)
@@ -36,17 +36,6 @@ class SetupField:
     default: str | float | bool | None
 
 
-def this_computers_folders() -> dict[str, str]:
-    """The folders ``${HOME}`` and friends stand for on the computer running this code."""
-    home = Path.home()
-    return {
-        "HOME": str(home),
-        "DESKTOP": str(home / "Desktop"),
-        "DOCUMENTS": str(home / "Documents"),
-        "DOWNLOADS": str(home / "Downloads"),
-    }
-
-
 def setup_key(source_key: str) -> str:
     """A key matching the bundle format's ``[a-zA-Z][a-zA-Z0-9_]*`` for a user_config key."""
     if _KEY.fullmatch(source_key):
@@ -55,7 +44,7 @@ def setup_key(source_key: str) -> str:
     return key if key[:1].isalpha() else f"field_{key}"
 
 
-def _default(key: str, option: UserConfigOption, folders: Mapping[str, str]) -> str | float | bool | None:
+def _default(key: str, option: UserConfigOption) -> str | float | bool | None:
     value = option.default
     where = f"user_config.{key}.default"
     if isinstance(value, list):
@@ -66,16 +55,12 @@ def _default(key: str, option: UserConfigOption, folders: Mapping[str, str]) -> 
         raise Refused("user_config", f"{where} must be true or false")
     if option.type == "number" and (isinstance(value, bool) or not isinstance(value, int | float)):
         raise Refused("user_config", f"{where} must be a number")
-    if option.type in ("string", "directory", "file"):
-        if not isinstance(value, str):
-            raise Refused("user_config", f"{where} must be a string")
-        return _FOLDER.sub(lambda m: folders[m.group(1)], value)
+    if option.type in ("string", "directory", "file") and not isinstance(value, str):
+        raise Refused("user_config", f"{where} must be a string")
     return value
 
 
-def setup_fields(
-    user_config: Mapping[str, UserConfigOption] | None, folders: Mapping[str, str]
-) -> list[SetupField]:
+def setup_fields(user_config: Mapping[str, UserConfigOption] | None) -> list[SetupField]:
     """The setup fields for a manifest's user_config, in manifest order."""
     fields: list[SetupField] = []
     keys: dict[str, str] = {}
@@ -105,7 +90,7 @@ def setup_fields(
                 required=bool(option.required),
                 sensitive=sensitive,
                 description=option.description,
-                default=_default(source_key, option, folders),
+                default=_default(source_key, option),
             )
         )
     return fields

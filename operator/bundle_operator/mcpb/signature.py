@@ -42,6 +42,10 @@ DIGESTS: dict[str, type[hashes.HashAlgorithm]] = {
     "sha384": hashes.SHA384,
     "sha512": hashes.SHA512,
 }
+# RFC 5652 5.1 and 5.3: the versions SignedData may carry, and the one a SignerInfo must carry for
+# each kind of signer identifier. No signature covers these fields, so the reader checks them.
+_SIGNED_DATA_VERSIONS = frozenset({1, 3, 4, 5})
+_SIGNER_VERSIONS = {"issuer_and_serial_number": 1, "subject_key_identifier": 3}
 _RSA_NAMES = {"rsassa_pkcs1v15", "sha256_rsa", "sha384_rsa", "sha512_rsa"}
 _ECDSA_NAMES = {"ecdsa", "sha256_ecdsa", "sha384_ecdsa", "sha512_ecdsa"}
 
@@ -117,6 +121,7 @@ def _parse(der: bytes) -> ParsedSignature:
     if len(signers) != 1:
         raise _Invalid(f"the signature has {len(signers)} signers; exactly one is accepted")
     signer = signers[0]
+    _check_versions(signed, signer)
     digest_algorithm = signer["digest_algorithm"]["algorithm"].native
     if digest_algorithm not in DIGESTS:
         raise _Invalid(f"digest algorithm {digest_algorithm} is not accepted (SHA-256, 384 or 512)")
@@ -134,6 +139,21 @@ def _parse(der: bytes) -> ParsedSignature:
             "signature, so it may have been altered"
         )
     return ParsedSignature(digest_algorithm, signer, certificate, cert_der)
+
+
+def _check_versions(signed: cms.SignedData, signer: cms.SignerInfo) -> None:
+    """Refuse a version CMS does not define: a damaged block, however well the rest verifies."""
+    version = int(signed["version"])
+    if version not in _SIGNED_DATA_VERSIONS:
+        raise _Invalid(f"the SignedData version {version} is not one CMS defines (1, 3, 4 or 5)")
+    signer_version, sid = int(signer["version"]), signer["sid"].name
+    if signer_version != _SIGNER_VERSIONS[sid]:
+        raise _Invalid(
+            f"the SignerInfo version {signer_version} does not match its signer identifier "
+            f"(version {_SIGNER_VERSIONS[sid]} for {sid.replace('_', ' ')})"
+        )
+    if signer_version == 3 and version < 3:
+        raise _Invalid(f"the SignedData version {version} is below its SignerInfo's version 3")
 
 
 def _carried(signed: cms.SignedData, signer_der: bytes) -> list[x509.Certificate]:

@@ -72,9 +72,21 @@ class Record:
         canonical = json.dumps([self.server, self.status], sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
-    def mcpb_package(self) -> Package | None:
-        """The first package of type mcpb, or None."""
-        return next((p for p in self.packages if p.registry_type == MCPB), None)
+    def mcpb_packages(self) -> list[Package]:
+        """The packages of type mcpb, in the record's order."""
+        return [p for p in self.packages if p.registry_type == MCPB]
+
+    def remotes(self) -> list[str]:
+        """The remote servers the record offers, each as ``type url``, shown as messages show URLs."""
+        remotes = self.server.get("remotes")
+        out = []
+        for remote in remotes if isinstance(remotes, list) else []:
+            url = remote.get("url") if isinstance(remote, dict) else None
+            if isinstance(url, str):
+                kind = remote.get("type")
+                shown_kind = kind if isinstance(kind, str) else "remote"
+                out.append(f"{quoted(shown_kind, 32)} {quoted(masked(url), 256)}")
+        return out
 
 
 def parse_record(body: bytes) -> Record:
@@ -230,14 +242,41 @@ class NotInstallable:
 
 
 def installable(record: Record, pinned_sha256: str | None = None) -> Installable | NotInstallable:
-    """Whether the record's mcpb package may be downloaded, and with which digest (seed 003)."""
+    """Whether the record's mcpb package may be downloaded, and with which digest (seed 003).
+
+    Of several mcpb packages this is the first that may be; ``package_verdicts`` has them all.
+    """
+    verdicts = package_verdicts(record, pinned_sha256)
+    if isinstance(verdicts, NotInstallable):
+        return verdicts
+    return next((v for v in verdicts if isinstance(v, Installable)), verdicts[0])
+
+
+def package_verdicts(
+    record: Record, pinned_sha256: str | None = None
+) -> list[Installable | NotInstallable] | NotInstallable:
+    """The verdict on each mcpb package of the record, in its order, or why none can be used.
+
+    A record may carry one build per platform: which one runs here only its archive's manifest
+    says, so the caller reads them in turn (``sources.registry_source``).
+    """
     label = record_label(record)
     if record.status == "deleted":
         why = f": {record.status_message}" if record.status_message else ""
         return NotInstallable("RegistryRecordDeleted", f"{label} is deleted in the registry{why}")
-    package = record.mcpb_package()
-    if package is None:
-        return NotInstallable("RegistryNoMcpbPackage", f"{label} has no mcpb package{_kinds(record)}")
+    packages = record.mcpb_packages()
+    if not packages:
+        return NotInstallable("RegistryNoMcpbPackage", _no_mcpb(record, label))
+    pinned = pinned_sha256.lower() if pinned_sha256 else None
+    if pinned is not None and any(p.file_sha256 == pinned for p in packages):
+        # The pin names one build: the one a Bundle resolved, which its installations must use.
+        packages = [p for p in packages if p.file_sha256 == pinned]
+    return [_package_verdict(record, label, package, pinned) for package in packages]
+
+
+def _package_verdict(
+    record: Record, label: str, package: Package, pinned_sha256: str | None
+) -> Installable | NotInstallable:
     refused = package_url_problem(package.identifier)
     if refused is not None:
         return NotInstallable("InsecurePackageUrl", refused)
@@ -270,6 +309,21 @@ def installable(record: Record, pinned_sha256: str | None = None) -> Installable
 def record_label(record: Record) -> str:
     """The record's name and version as a message quotes them: printable, and of bounded length."""
     return f"{quoted(record.name, SERVER_NAME_MAX)} {quoted(record.version, VERSION_MAX)}"
+
+
+def _no_mcpb(record: Record, label: str) -> str:
+    """Why a record without an mcpb package is not installed: what it offers instead."""
+    remotes = record.remotes()
+    if remotes:
+        more = f" and {len(remotes) - 1} more" if len(remotes) > 1 else ""
+        offered = f"it is offered as a remote server ({remotes[0]}{more}), which runs at its publisher"
+        if not record.packages:
+            return (
+                f"{label} has no mcpb package: {offered} and has nothing to install; "
+                "use its URL as a url MCP in a bundle instead"
+            )
+        return f"{label} has no mcpb package{_kinds(record)}; {offered}"
+    return f"{label} has no mcpb package{_kinds(record)}"
 
 
 def _kinds(record: Record) -> str:

@@ -6,6 +6,10 @@ the download the record is read again; if it changed, nothing is used. The archi
 behind the fetcher's guards, at most 128 MiB, its SHA-256 checked before anything reads it, and
 then read exactly like an ``mcpb`` source. An archive already read for the same URL and digest is
 not downloaded again, and then the second read has nothing to guard.
+
+A record with several mcpb packages (one build per platform) is read package by package, in the
+record's order: the first whose manifest supports this platform is used, and when none does the
+Bundle stalls with ``RegistryNoCompatiblePackage`` and a message naming each package and why.
 """
 
 from __future__ import annotations
@@ -13,9 +17,16 @@ from __future__ import annotations
 from bundle_operator.fetch import shown_text as shown_url
 from bundle_operator.registry.client import RegistryClient, RegistryError
 from bundle_operator.registry.names import LATEST, InvalidName
-from bundle_operator.registry.records import Installable, Record, installable
+from bundle_operator.registry.records import (
+    Installable,
+    NotInstallable,
+    Record,
+    package_verdicts,
+    record_label,
+)
 from bundle_operator.sources.archives import (
     CACHE_MAX_ENTRIES,
+    Archive,
     SignaturePolicy,
     accept,
     archive_from_url,
@@ -64,25 +75,20 @@ async def resolve_registry(
     except InvalidName as exc:
         raise SourceError("InvalidSource", f"{FIELD}.url: {exc}", permanent=True) from None
     first = await _read(client, source)
-    choice = installable(first, source.file_sha256)
-    if not isinstance(choice, Installable):
-        raise SourceError(choice.reason, f"{FIELD}: {choice.message}", permanent=True)
-    archive = cached_download(choice.package_url, choice.sha256)
-    if archive is None:
-        second = await _read(client, source)
-        if second.fingerprint != first.fingerprint:
-            raise SourceError(
-                "RegistryRecordChanged",
-                f"{FIELD}: the record of {source.server} {first.version} changed between its two reads; "
-                "nothing was downloaded, and it is read afresh at the next refresh",
-                permanent=True,
-            )
-        try:
-            archive = await archive_from_url(
-                choice.package_url, choice.sha256, settings, FIELD, too_large="ArchiveRefused"
-            )
-        except SourceError as exc:
-            raise _checked(exc, choice) from None
+    verdicts = package_verdicts(first, source.file_sha256)
+    if isinstance(verdicts, NotInstallable):
+        raise SourceError(verdicts.reason, f"{FIELD}: {verdicts.message}", permanent=True)
+    usable = [v for v in verdicts if isinstance(v, Installable)]
+    if not usable:
+        refusal = verdicts[0]
+        assert isinstance(refusal, NotInstallable)
+        raise SourceError(refusal.reason, f"{FIELD}: {refusal.message}", permanent=True)
+    download = _Download(client, source, settings, first)
+    if len(verdicts) == 1:
+        choice = usable[0]
+        archive = await download.archive(choice)
+    else:
+        choice, archive = await _for_this_platform(download, verdicts, first)
     parsed, signature = accept(archive, _POLICY, in_secret=False)
     status = SourceStatus(
         registry=client.base,
@@ -100,6 +106,60 @@ async def resolve_registry(
     )
     _RESOLVED.put(_key(client.base, source.server, first.version, choice.sha256), resolved, _RESOLVED_WEIGHT)
     return resolved
+
+
+class _Download:
+    """Downloads a record's packages; the record is read once more before the first download."""
+
+    def __init__(
+        self, client: RegistryClient, source: RegistrySource, settings: SourceSettings, first: Record
+    ) -> None:
+        self._client, self._source, self._settings, self._first = client, source, settings, first
+        self._rechecked = False
+
+    async def archive(self, choice: Installable) -> Archive:
+        """The package's archive, read from the cache or downloaded and checked against its digest."""
+        archive = cached_download(choice.package_url, choice.sha256)
+        if archive is not None:
+            return archive
+        if not self._rechecked:
+            second = await _read(self._client, self._source)
+            if second.fingerprint != self._first.fingerprint:
+                raise SourceError(
+                    "RegistryRecordChanged",
+                    f"{FIELD}: the record of {self._source.server} {self._first.version} changed between "
+                    "its two reads; nothing was downloaded, and it is read afresh at the next refresh",
+                    permanent=True,
+                )
+            self._rechecked = True
+        try:
+            return await archive_from_url(
+                choice.package_url, choice.sha256, self._settings, FIELD, too_large="ArchiveRefused"
+            )
+        except SourceError as exc:
+            raise _checked(exc, choice) from None
+
+
+async def _for_this_platform(
+    download: _Download, verdicts: list[Installable | NotInstallable], record: Record
+) -> tuple[Installable, Archive]:
+    """The first package whose archive's manifest supports this platform, or a refusal naming each."""
+    why_not: list[str] = []
+    for verdict in verdicts:
+        if isinstance(verdict, NotInstallable):
+            why_not.append(f"({verdict.reason}) {verdict.message}")
+            continue
+        archive = await download.archive(verdict)
+        # Any other refusal is this build's own fault: it is chosen, and accept() reports it.
+        if archive.refused_code != "platform":
+            return verdict, archive
+        why_not.append(f"{shown_url(verdict.package_url)}: {archive.refused_reason}")
+    raise SourceError(
+        "RegistryNoCompatiblePackage",
+        f"{FIELD}: none of the {len(verdicts)} mcpb packages of {record_label(record)} runs on this "
+        f"platform: {'; '.join(why_not)}",
+        permanent=True,
+    )
 
 
 def _key(registry: str, server: str, version: str, sha256: str) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -44,6 +45,14 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubRegistry]
         )
         for n in range(5):
             running.publish(f"io.github.fleet/server-{n}", "1.0.0", archive())
+        builds = []
+        for platform in ("darwin", "win32"):
+            body = archive(compatibility={"platforms": [platform]})
+            url, sha = running.serve_file(f"other-{platform}.mcpb", body)
+            builds.append({"registryType": "mcpb", "identifier": url, "fileSha256": sha})
+        running.publish("io.github.builds/other-platforms", "1.0.0", packages=builds)
+        remote = running.publish("io.github.builds/remote-only", "1.0.0", packages=[])
+        remote["server"]["remotes"] = [{"type": "streamable-http", "url": "https://mcp.example.com/w"}]
         yield running
 
 
@@ -53,8 +62,10 @@ def bundlectl(
     flags = ["--registry", registry.url, "--allow-private-sources"]
     if trusted:
         flags += ["--ca-file", str(registry.tls.ca_file)]
+    # An empty environment, but for the PYTHONPATH that points a worktree's run at its own code.
+    own = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
     return subprocess.run(
-        [BUNDLECTL, *args, *flags], capture_output=True, text=True, check=False, env=env or {}
+        [BUNDLECTL, *args, *flags], capture_output=True, text=True, check=False, env={**own, **(env or {})}
     )
 
 
@@ -103,6 +114,12 @@ def test_show_says_why_a_record_is_not_installable(registry: StubRegistry, serve
     assert shown["message"]
     text = bundlectl(registry, "registry", "show", server)
     assert text.returncode == 1 and f"({reason})" in text.stdout
+
+
+def test_show_says_a_remote_only_record_is_offered_as_a_remote_server(registry: StubRegistry) -> None:
+    shown = as_json(bundlectl(registry, "registry", "show", "io.github.builds/remote-only", "-o", "json"), 1)
+    assert shown["reason"] == "RegistryNoMcpbPackage"
+    assert "offered as a remote server (streamable-http https://mcp.example.com/w)" in shown["message"]
 
 
 def test_show_with_a_pinned_digest_that_differs_is_a_conflict(registry: StubRegistry) -> None:
@@ -155,6 +172,41 @@ def test_search_pages_through_the_registry(registry: StubRegistry) -> None:
     assert all(s["installable"] for s in every["servers"])
 
 
+def test_search_follows_cursors_until_the_limit_when_pages_are_smaller(registry: StubRegistry) -> None:
+    registry.page_size = 2
+    try:
+        four = bundlectl(registry, "registry", "search", "fleet", "--limit", "4")
+        assert four.returncode == 0, four.stderr
+        lines = four.stdout.splitlines()
+        assert [line.split()[0] for line in lines[1:5]] == [f"io.github.fleet/server-{n}" for n in range(4)]
+        assert lines[5:6] == [""] and lines[6].startswith("more: --cursor ")
+        every = as_json(bundlectl(registry, "registry", "search", "fleet", "--limit", "30", "-o", "json"), 0)
+        assert [s["name"] for s in every["servers"]] == [f"io.github.fleet/server-{n}" for n in range(5)]
+        assert every["next_cursor"] is None
+        table = bundlectl(registry, "registry", "search", "fleet")  # the default limit is 30
+        assert len(table.stdout.splitlines()) == 6 and "more:" not in table.stdout
+        three = as_json(bundlectl(registry, "registry", "search", "fleet", "--limit", "3", "-o", "json"), 0)
+        assert len(three["servers"]) == 3 and three["next_cursor"]
+        rest = as_json(
+            bundlectl(
+                registry, "registry", "search", "fleet", "--cursor", three["next_cursor"], "-o", "json"
+            ),
+            0,
+        )
+        assert [s["name"] for s in rest["servers"]] == [
+            "io.github.fleet/server-3",
+            "io.github.fleet/server-4",
+        ]
+    finally:
+        registry.page_size = None
+
+
+def test_search_refuses_a_limit_out_of_range(registry: StubRegistry) -> None:
+    for limit in ("0", "1001"):
+        done = bundlectl(registry, "registry", "search", "fleet", "--limit", limit)
+        assert done.returncode == 2 and "--limit must be 1 to 1000" in done.stderr
+
+
 def test_search_marks_what_cannot_be_installed(registry: StubRegistry) -> None:
     found = as_json(bundlectl(registry, "registry", "search", "io.github.example", "--all", "-o", "json"), 0)
     by_name = {s["name"]: s for s in found["servers"]}
@@ -189,6 +241,8 @@ def test_analyze_a_registry_record_shows_the_verdict_before_any_manifest(registr
         ("io.github.example/gone", (), "registry_record_deleted"),
         ("io.github.example/no-digest", (), "registry_checksum_missing"),
         ("io.github.example/npm-only", (), "registry_no_mcpb_package"),
+        ("io.github.builds/remote-only", (), "registry_no_mcpb_package"),
+        ("io.github.builds/other-platforms", (), "registry_no_compatible_package"),
         ("io.github.example/never-published", (), "registry_record_not_found"),
         ("io.github.example/tampered", (), "checksum_mismatch"),
         (SERVER, ("--file-sha256", "0" * 64), "registry_checksum_conflict"),

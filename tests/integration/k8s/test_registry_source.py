@@ -254,6 +254,66 @@ async def test_a_record_without_an_mcpb_package_is_refused(
     assert error.message.endswith("has no mcpb package (it has npm packages)")
 
 
+async def test_a_remote_only_record_is_refused_as_offered_as_a_remote_server(
+    registry: StubRegistry, settings: SourceSettings
+) -> None:
+    record = registry.publish(SERVER, "1.2.0", packages=[])
+    del record["server"]["packages"]
+    record["server"]["remotes"] = [{"type": "streamable-http", "url": "https://mcp.example.com/weather"}]
+    error = await _refusal(source(registry), settings)
+    assert error.reason == "RegistryNoMcpbPackage"
+    assert (
+        "it is offered as a remote server (streamable-http https://mcp.example.com/weather)" in error.message
+    )
+    assert "it has no packages" not in error.message
+    assert _downloads(registry) == 0
+
+
+def _builds(registry: StubRegistry, *platforms: list[str]) -> list[dict[str, Any]]:
+    """One mcpb package per platform list, each an archive whose manifest declares those platforms."""
+    packages = []
+    for declared in platforms:
+        body = archive(version="1.2.0", compatibility={"platforms": declared})
+        url, sha = registry.serve_file(f"weather-{'-'.join(declared)}.mcpb", body)
+        packages.append({"registryType": "mcpb", "identifier": url, "fileSha256": sha, "version": "1.2.0"})
+    return packages
+
+
+async def test_of_several_mcpb_packages_the_build_for_this_platform_is_used(
+    registry: StubRegistry, settings: SourceSettings
+) -> None:
+    packages = _builds(registry, ["darwin"], ["linux"], ["win32"])
+    registry.publish(SERVER, "1.2.0", packages=packages)
+    spec = RegistrySource.model_validate(source(registry)["registry"])
+
+    resolved = await resolve_registry(spec, settings)
+
+    assert resolved.parsed.bundle is not None and not resolved.parsed.blocking
+    assert resolved.source is not None
+    assert (resolved.source.package_url, resolved.source.sha256) == (
+        registry.file_url("weather-linux.mcpb"),
+        packages[1]["fileSha256"],
+    )
+    assert registry.hits["/files/weather-win32.mcpb"] == 0  # read in order, up to the one that fits
+    clear_cache()  # an installation in another process: the pinned digest names the same build
+    again = await resolve_registry(pinned(spec, resolved.source), settings, reuse=True)
+    assert again.source == resolved.source
+    assert registry.hits["/files/weather-darwin.mcpb"] == 1
+
+
+async def test_several_mcpb_packages_none_for_this_platform_are_refused_naming_each(
+    registry: StubRegistry, settings: SourceSettings
+) -> None:
+    registry.publish(SERVER, "1.2.0", packages=_builds(registry, ["darwin"], ["win32", "darwin"]))
+    error = await _refusal(source(registry), settings)
+    assert (error.reason, error.permanent) == ("RegistryNoCompatiblePackage", True)
+    assert error.message == (
+        f"spec.source.registry: none of the 2 mcpb packages of {SERVER} 1.2.0 runs on this platform: "
+        f"{registry.file_url('weather-darwin.mcpb')}: the bundle supports darwin, not linux; "
+        f"{registry.file_url('weather-win32-darwin.mcpb')}: the bundle supports win32, darwin, not linux"
+    )
+
+
 async def test_no_digest_anywhere_downloads_nothing(registry: StubRegistry, settings: SourceSettings) -> None:
     registry.publish(SERVER, "1.2.0", archive(), sha256=None)
     error = await _refusal(source(registry), settings)

@@ -355,6 +355,11 @@ async def test_an_unsigned_archive_from_config_map_binary_data(
     assert (bundle.name, bundle.version) == ("notes", "0.4.1")
     root = "/var/lib/bundle-operator/mcpb/" + hashlib.sha256(archives.unsigned).hexdigest()
     assert bundle.mcps[0].args[0] == f"{root}/server/index.js"  # type: ignore[union-attr]
+    # ${DOCUMENTS} is the instance's folder, resolved where the server launches, not the operator's.
+    assert [(f.key, f.default) for f in bundle.setup] == [
+        ("token", None),
+        ("notes_dir", "${DOCUMENTS}/notes"),
+    ]
     status = bundle_status_fields(resolved)
     assert status["signature"] == {"status": "Unsigned", "subject": None, "fingerprintSha256": None}
     assert [(f["key"], f["type"]) for f in status["setupFields"]] == [

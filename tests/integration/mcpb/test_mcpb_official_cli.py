@@ -268,6 +268,8 @@ def test_openssl_signatures_without_attributes_and_with_rsa_pss(
         (ec_keys, ("-noattr", "-md", "sha256")),
         (rsa_keys, ("-md", "sha384", "-keyopt", "rsa_padding_mode:pss")),
         (rsa_keys, ("-md", "sha512")),
+        # A signer named by its key identifier: SignerInfo and SignedData are then version 3.
+        (ec_keys, ("-keyid", "-md", "sha256")),
     ):
         copy.write_bytes(unsigned)
         _append_block(copy, _openssl_sign(copy, keys, *options))

@@ -10,13 +10,6 @@ import pytest
 
 from bundle_operator.mcpb import Inspection, inflate, inspect_file
 
-FOLDERS = {
-    "HOME": "/home/ann",
-    "DESKTOP": "/home/ann/Desktop",
-    "DOCUMENTS": "/home/ann/Documents",
-    "DOWNLOADS": "/home/ann/Downloads",
-}
-
 Inspect = Callable[..., Inspection]
 
 
@@ -37,7 +30,6 @@ def inspect_bytes(tmp_path: Path) -> Inspect:
         path = tmp_path / f"archive-{next(counter)}.mcpb"
         path.write_bytes(data)
         kwargs.setdefault("platform", "linux")
-        kwargs.setdefault("folders", FOLDERS)
         return inspect_file(path, **kwargs)
 
     return run

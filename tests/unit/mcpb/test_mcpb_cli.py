@@ -260,6 +260,37 @@ def test_python_bundles_keep_their_runtime_and_search_path(
     assert not parse_bundle_text(out).blocking
 
 
+def test_folder_variables_stay_for_the_platform_to_resolve_at_launch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The converting machine's home must not leak into the document: the server runs elsewhere.
+    monkeypatch.setenv("HOME", "/root")
+    user_config = {
+        "data": {"type": "directory", "title": "Data", "description": "d", "default": "${HOME}/data"},
+        "out": {"type": "string", "title": "Out", "description": "o", "default": "${DOWNLOADS}"},
+    }
+    cfg = mcp_config(
+        args=["${__dirname}/server/index.js", "--data=${user_config.data}", "--cache=${DESKTOP}/c"],
+        env={"OUT": "${user_config.out}", "DOCS": "${DOCUMENTS}"},
+    )
+    path = build(tmp_path / "home.mcpb", base_manifest(user_config=user_config, server=cfg))
+    code, out, _ = _to_bundle(capsys, path, "--root", "/srv/h")
+    doc = yaml.safe_load(out)
+    assert code == 0
+    assert [(f["key"], f["default"]) for f in doc["setup"]] == [
+        ("data", "${HOME}/data"),
+        ("out", "${DOWNLOADS}"),
+    ]
+    assert doc["mcps"][0]["args"] == [
+        "/srv/h/server/index.js",
+        "--data=${setup.data}",
+        "--cache=${DESKTOP}/c",
+    ]
+    assert doc["mcps"][0]["env"] == {"OUT": "${setup.out}", "DOCS": "${DOCUMENTS}"}
+    assert "/root" not in out
+    assert not parse_bundle_text(out).blocking
+
+
 def test_to_bundle_refuses_what_inspect_does_not_accept(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

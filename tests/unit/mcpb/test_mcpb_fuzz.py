@@ -30,7 +30,7 @@ def _mutate(data: bytes, changes: list[tuple[int, int]], cut: int | None) -> byt
 def _inspect(data: bytes) -> tuple[str, str | None, str | None]:
     path = _DIR / "case.mcpb"
     path.write_bytes(data)
-    result = inspect_file(path, platform="linux", folders={})
+    result = inspect_file(path, platform="linux")
     return result.verdict, result.code, result.signature.status if result.signature else None
 
 

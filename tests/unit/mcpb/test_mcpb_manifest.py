@@ -528,7 +528,7 @@ def test_user_config_becomes_setup_fields(inspect_bytes: Inspect) -> None:
         ("api_key", "API key", "secret", True, True, None),
         ("days", "Days", "number", False, False, 3),
         ("verbose", "Verbose", "boolean", False, False, False),
-        ("out_dir", "Output", "string", False, False, "/home/ann/Documents/weather"),
+        ("out_dir", "Output", "string", False, False, "${DOCUMENTS}/weather"),
         ("config", "Config", "string", False, False, None),
     ]
 

@@ -359,6 +359,38 @@ def test_damage_in_fields_nobody_reads_makes_the_signature_invalid(
     assert result.signature is not None and result.signature.status == "invalid"
 
 
+@pytest.mark.parametrize("version", [b"\xfe", b"\x00", b"\x02", b"\x06"])
+def test_a_signed_data_version_cms_does_not_define_is_invalid(
+    inspect_bytes: Inspect, unsigned: bytes, rsa_signer: Signer, version: bytes
+) -> None:
+    # The version is outside what the signature covers, so only the reader can notice the damage.
+    der = bytearray(cms_detached(rsa_signer, unsigned))
+    at = der.index(b"\x02\x01\x01\x31")  # SignedData version 1, then the digestAlgorithms SET
+    der[at + 2 : at + 3] = version
+    result = inspect_bytes(unsigned + signature_block(bytes(der)))
+    assert (result.verdict, result.code) == ("refused", "signature_invalid")
+    assert result.signature is not None
+    assert (result.signature.status, result.signature.subject) == ("invalid", None)
+    assert "SignedData version" in (result.reason or "")
+
+
+@pytest.mark.parametrize("version", [b"\xfe", b"\x00", b"\x03"])
+def test_a_signer_info_version_that_disagrees_with_its_identifier_is_invalid(
+    inspect_bytes: Inspect, unsigned: bytes, rsa_signer: Signer, version: bytes
+) -> None:
+    der = bytearray(cms_detached(rsa_signer, unsigned))
+    signer_info = cms.ContentInfo.load(bytes(der))["content"]["signer_infos"][0]
+    assert signer_info["sid"].name == "issuer_and_serial_number"  # so its version must be 1
+    raw = signer_info.dump()
+    at = der.index(raw) + len(raw) - len(signer_info.contents)  # where its first field starts
+    assert der[at : at + 3] == b"\x02\x01\x01"
+    der[at + 2 : at + 3] = version
+    result = inspect_bytes(unsigned + signature_block(bytes(der)))
+    assert (result.verdict, result.code) == ("refused", "signature_invalid")
+    assert result.signature is not None and result.signature.status == "invalid"
+    assert "SignerInfo version" in (result.reason or "")
+
+
 def test_a_certificate_issued_by_a_ca_carried_in_the_block_is_signed(
     inspect_bytes: Inspect, unsigned: bytes
 ) -> None:
