@@ -5,9 +5,9 @@ No credential travels: secret-backed values are never read and become secret set
 plain MCP configuration is screened (seed 000) the same way. Keys are derived from names and
 setup keys from the MCP key and the position, so one workspace always exports the same bytes.
 
-The document lists under ``requires`` the models and tools its agents use (seed 004: a model is
-instance-specific, so ``substitute``; a tool, one of the bundle's own MCPs, ``strip``), and every
-agent keeps the model it has on the platform, the platform's ``default`` included. What the export
+The document lists under ``requires`` the models and tools its agents use (seed 004: every model
+is instance-specific, the platform's ``default`` included, so ``substitute``; a tool, one of the
+bundle's own MCPs, ``strip``), and every agent keeps the model it has on the platform. What the export
 replaced with a setup reference, and what it left out, is reported by path (a JSON Pointer into the
 document, or the platform collection and id), never by value: the file itself looks unremarkable.
 
@@ -35,7 +35,6 @@ from bundle_operator.engine.export_report import (
     Replaced,
 )
 from bundle_operator.engine.kinds import ALL
-from bundle_operator.engine.kinds.agent import DEFAULT_MODEL
 from bundle_operator.platform.kinds import BY_PATH
 from bundle_operator.platform.models import Entity
 from bundle_operator.platform.protocol import PlatformAPI
@@ -98,12 +97,12 @@ def build_document(
 
 
 def requirements(agent_docs: list[dict[str, Any]], mcp_keys: list[str]) -> list[dict[str, Any]]:
-    """``requires`` for what the agents use (seed 004): each named model, ``substitute`` (which
-    model is which is instance-specific; the platform's ``default`` exists everywhere, so it needs
-    no mapping and round-trips as it is); each MCP an agent uses as a tool, ``strip`` (the bundle
+    """``requires`` for what the agents use (seed 004): each model, ``substitute`` (which model is
+    which is instance-specific; what ``default`` runs differs between platforms too, so the
+    installer names it like any other); each MCP an agent uses as a tool, ``strip`` (the bundle
     carries it; a target that skips it drops the reference). ``agent_docs`` may hold apps too: the
     MCPs an app's tools come from are required the same way."""
-    models = sorted({doc["model"] for doc in agent_docs if "model" in doc} - {DEFAULT_MODEL})
+    models = sorted({doc["model"] for doc in agent_docs if "model" in doc})
     used = {key for doc in agent_docs for key in doc.get("mcps", [])}
     out = [{"kind": "model", "ref": model, "policy": "substitute"} for model in models]
     out += [{"kind": "tool", "ref": key, "policy": "strip"} for key in mcp_keys if key in used]
