@@ -55,7 +55,9 @@ def test_a_gateway_name_taken_in_the_workspace_stalls_with_nothing_written(
     assert stalled_condition["reason"] == "Blocked"
     assert "name_taken" in stalled_condition["message"] and "gwtest" in stalled_condition["message"]
     issues = installation["status"]["preview"]["issues"]
-    assert [(i["code"], i["path"]) for i in issues if i["severity"] == "Blocking"] == [("name_taken", "/name")]
+    assert [(i["code"], i["path"]) for i in issues if i["severity"] == "Blocking"] == [
+        ("name_taken", "/name")
+    ]
     # Nothing was written: the workspace holds the other bundle only, and no MCP.
     assert platform_list(platform, workspace, "mcp-instances") == []
     assert platform_list(platform, workspace, "mcp-servers") == []

@@ -206,9 +206,7 @@ async def plan(
     planned.skipped = set(skipped) - set(checked.replaced)
     planned.aliases, planned.bound = checked.aliases, checked.bound
     ids = _decide_levels(planned, issues)
-    issues += [
-        i.with_line(parsed.source_map.line_of(i.path)) for i in await _names_taken(platform, planned)
-    ]
+    issues += [i.with_line(parsed.source_map.line_of(i.path)) for i in await _names_taken(platform, planned)]
     _plan_removals(planned, issues)
     planned.preview = _preview(planned, ids, skipped, issues)
     return planned

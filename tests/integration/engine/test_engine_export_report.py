@@ -64,7 +64,9 @@ async def test_an_agent_without_a_model_exports_the_model_it_really_has(
     models = [r for r in exported.document["requires"] if r["kind"] == "model"]
     assert models == [{"kind": "model", "ref": live.model, "policy": "substitute"}]
     parsed = parse_bundle_text(exported.text)
-    unmapped = await plan(client, ws + "-copy", parsed, {}, Record(installation="t/i", workspace=ws + "-copy"))
+    unmapped = await plan(
+        client, ws + "-copy", parsed, {}, Record(installation="t/i", workspace=ws + "-copy")
+    )
     assert [(i.code, i.path) for i in unmapped.preview.issues if i.blocking] == [
         ("substitution_required", "/requires/0")
     ]
