@@ -54,7 +54,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "reference, and everything left out, is reported on standard error by path, never by value "
         "(and under 'report' with -o json, whose output is {document, report}).",
     )
-    parser.add_argument("--name", help="the exported bundle's name (default: the workspace)")
+    parser.add_argument(
+        "--name",
+        help="the exported bundle's name; the gateway bundle of that name is exported with it (default: "
+        "the name of the workspace's gateway bundle when it has exactly one, else the workspace)",
+    )
     parser.add_argument("--version", default="0.0.0", help="the exported bundle's version (default 0.0.0)")
     parser.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output")
     parser.add_argument(
@@ -134,9 +138,7 @@ async def _export_body(args: argparse.Namespace) -> int:
         raise UsageError("--namespace applies only with --as-resource")
     async with client_for(args) as client:
         try:
-            exported = await export_with_report(
-                client, args.workspace, args.name or args.workspace, args.version
-            )
+            exported = await export_with_report(client, args.workspace, args.name, args.version)
         except ExportRefused as exc:
             print(f"bundlectl export: refused: {exc}", file=sys.stderr)
             return EXIT_FAILED

@@ -101,6 +101,7 @@ class Code(StrEnum):
     ENTITY_KEPT = "entity_kept"
     INSTALL_FAILED = "install_failed"
     INSTALL_REFUSED = "install_refused"
+    NAME_TAKEN = "name_taken"
     GATEWAY_NAME_CONFLICT = "gateway_name_conflict"
     GATEWAY_INVALID_NAME = "gateway_invalid_name"
     GATEWAY_DUPLICATE = "gateway_duplicate"

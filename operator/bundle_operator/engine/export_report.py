@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from bundle_operator.document.keys import MAX_KEY_LENGTH
+from bundle_operator.document.keys import KEY_PATTERN, MAX_KEY_LENGTH
 
 
 class ExportRefused(Exception):
@@ -78,6 +78,15 @@ class ExportOut:
     taken: set[str] = field(default_factory=set)
     # ``knowledge_source`` requirements (tenant addresses), in the order they were met.
     tenant_refs: list[str] = field(default_factory=list)
+    # The exported document's name (a gateway bundle is exported when it carries that name).
+    name: str = ""
+    # What a collection's list does not show, per platform id (a gateway bundle's members).
+    contents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Sections that are one object rather than a list (``gateway``).
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Keys claimed before any kind exported, per platform id: the key that entity must get because
+    # something else knows it by that name (an MCP instance a gateway member presents as its name).
+    claimed: dict[str, str] = field(default_factory=dict)
 
     def section(self, name: str) -> list[dict[str, Any]]:
         """The items of one document section (made empty on first use)."""
@@ -90,6 +99,14 @@ class ExportOut:
     def key(self, name: str) -> str:
         """A new entity key from a display name (see ``make_key``)."""
         return make_key(name, self.taken)
+
+    def claim(self, entity_id: str, name: str) -> str:
+        """Claim the key ``name`` for ``entity_id`` when it is a free valid key, else one made from
+        it; returns the key."""
+        key = name if is_key(name) and name not in self.taken else make_key(name, self.taken)
+        self.taken.add(key)
+        self.claimed[entity_id] = key
+        return key
 
     def secret(self, key: str, label: str, path: str = "", reason: str = "") -> str:
         """A new secret setup field (its key made unique) and the reference to it; ``path`` is
@@ -125,6 +142,11 @@ class ExportOut:
                     entity, f"refers to {what} {entity_id}, which the export cannot represent"
                 )
         return [keys[i] for i in ids]
+
+
+def is_key(name: str) -> bool:
+    """Whether ``name`` is a valid document key as it stands."""
+    return bool(KEY_PATTERN.match(name)) and len(name) <= MAX_KEY_LENGTH
 
 
 def make_key(name: str, taken: set[str]) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bundle_operator.document.issues import Code, Issue, blocking, warning
+from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
 from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.engine.analyze import analyze_with_values
 from bundle_operator.engine.desired import Desired, Inputs
@@ -223,6 +223,7 @@ async def plan(
     planned.skipped = set(skipped) - set(checked.replaced)
     planned.aliases, planned.bound = checked.aliases, checked.bound
     ids = _decide_levels(planned, issues)
+    issues += [i.with_line(parsed.source_map.line_of(i.path)) for i in await _names_taken(platform, planned)]
     _plan_removals(planned, issues)
     planned.preview = _preview(planned, ids, skipped, issues)
     return planned
@@ -295,6 +296,29 @@ def _kept_issue(recorded: RecordedEntity, edited: list[str]) -> Issue:
         "longer belongs to the install, which creates its own"
     )
     return warning(Code.ENTITY_KEPT, message, entity=recorded.entity)
+
+
+async def _names_taken(platform: PlatformAPI, planned: Plan) -> list[Issue]:
+    """A new entity whose name the platform keeps unique while another entity holds it already:
+    its create would be refused after everything before it was written, so the plan blocks."""
+    issues: list[Issue] = []
+    for item in planned.items:
+        kind = BY_NAME[item.desired.kind]
+        unique = kind.unique_name(item.desired) if item.action == "CREATE" else None
+        if unique is None:
+            continue
+        holders = await platform.list_all(planned.workspace, kind.collection, filters={"name": unique.name})
+        if not holders:
+            continue
+        entity, name, what = item.desired.entity, shown(unique.name), unique.what
+        message = (
+            f"{entity}: the workspace already has a {what} named '{name}' "
+            f"({', '.join(h.id for h in holders)}), which this installation did not create, and "
+            f"{what} names are unique in a workspace; give the bundle another name ({unique.pointer}) "
+            f"or rename or delete that {what}"
+        )
+        issues.append(blocking(Code.NAME_TAKEN, message, unique.pointer, entity))
+    return issues
 
 
 def _plan_removals(planned: Plan, issues: list[Issue]) -> None:

@@ -16,7 +16,8 @@ import yaml
 
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.engine.export import export_with_report
-from bundle_operator.engine.plan import Options
+from bundle_operator.engine.plan import Options, plan
+from bundle_operator.engine.record import Record
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import AgentCreate, AgentUpdate, ChannelCreate
@@ -59,10 +60,18 @@ async def test_an_agent_without_a_model_exports_the_model_it_really_has(
     exported = await export_with_report(client, ws, "exported")
     (agent,) = exported.document["agents"]
     assert agent["model"] == live.model  # the platform's default, as the platform names it
-    # The platform's default exists in every workspace: it needs no mapping to install elsewhere.
-    assert [r for r in exported.document["requires"] if r["kind"] == "model"] == []
+    # Seed 004: every model is instance-specific, the default included; the installer names it.
+    models = [r for r in exported.document["requires"] if r["kind"] == "model"]
+    assert models == [{"kind": "model", "ref": live.model, "policy": "substitute"}]
     parsed = parse_bundle_text(exported.text)
-    _, copy = await install(client, ws + "-copy", parsed, {}, options=Options())
+    unmapped = await plan(
+        client, ws + "-copy", parsed, {}, Record(installation="t/i", workspace=ws + "-copy")
+    )
+    assert [(i.code, i.path) for i in unmapped.preview.issues if i.blocking] == [
+        ("substitution_required", "/requires/0")
+    ]
+    substitutions = {f"model:{live.model}": live.model}
+    _, copy = await install(client, ws + "-copy", parsed, {}, options=Options(substitutions=substitutions))
     copied = copy.find("agent:plain_bot")
     assert copied is not None and copied.primary_id is not None
     assert (await client.get(ws + "-copy", kinds.AGENTS, copied.primary_id)).model == live.model

@@ -107,3 +107,32 @@ async def test_tools_discovery_adds_are_not_drift(client: PlatformClient, ws: st
     assert not (await drift(client, ws, record)).drifted
     result = await uninstall(client, ws, record, Store(record).persist)
     assert result.kept == {} and result.complete
+
+
+async def test_a_gateway_name_another_bundle_holds_blocks_the_plan_and_nothing_is_written(
+    client: PlatformClient, ws: str
+) -> None:
+    from bundle_operator.engine.apply import Blocked
+    from bundle_operator.engine.plan import plan
+    from bundle_operator.engine.record import Record
+    from bundle_operator.platform.models import GatewayBundleCreate
+
+    taken = await client.create(
+        ws, kinds.GATEWAY_BUNDLES, GatewayBundleCreate(name="planning-assistant"), idempotency_key=f"gw-{ws}"
+    )
+    before = await workspace_state(client, ws)
+    parsed, setup = example("gateway-curated")
+    record = Record(installation="test/inst", workspace=ws)
+    planned = await plan(client, ws, parsed, setup, record)
+    blocking = [i for i in planned.preview.issues if i.blocking]
+    assert [(i.code, i.path, i.entity) for i in blocking] == [("name_taken", "/name", "gateway:gateway")]
+    assert "planning-assistant" in blocking[0].message and taken.id in blocking[0].message
+    with pytest.raises(Blocked, match="name_taken"):
+        await install(client, ws, parsed, setup, record)
+    assert await workspace_state(client, ws) == before  # nothing was written
+    assert record.entities == [] and record.journal == []
+
+    # Once that bundle is gone, the same plan is ready.
+    await client.delete(ws, kinds.GATEWAY_BUNDLES, taken.id)
+    planned = await plan(client, ws, parsed, setup, record)
+    assert not planned.preview.blocking

@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from bundle_operator.engine.desired import Desired, Inputs
 from bundle_operator.engine.export_report import ExportOut
@@ -79,6 +79,15 @@ class Settled:
 
     merge: MergeResult
     blocked: str | None = None
+
+
+class UniqueName(NamedTuple):
+    """A name the platform keeps unique in a workspace: the name, what holds such names, and the
+    document pointer the name comes from."""
+
+    name: str
+    what: str
+    pointer: str
 
 
 @dataclass(frozen=True)
@@ -200,6 +209,11 @@ class EntityKind(ABC):
 
     # --- decisions --------------------------------------------------------------------------
 
+    def unique_name(self, desired: Desired) -> UniqueName | None:
+        """The name a new entity of this kind must find free (the platform refuses a create that
+        takes a name already held); None when names may repeat."""
+        return None
+
     def gone_reason(self, recorded: RecordedEntity, snapshot: Snapshot) -> str:
         """Why a recorded entity that no longer shows live is created again."""
         return GONE
@@ -226,6 +240,11 @@ class EntityKind(ABC):
         return Holds({ref: "" for ref in referenced_ids(item.model_dump(mode="json"))})
 
     # --- export -----------------------------------------------------------------------------
+
+    def claim_keys(self, listed: Mapping[str, list[Entity]], out: ExportOut) -> None:
+        """Before any kind exports: claim the keys that entities of other kinds must get (see
+        ``ExportOut.claimed``)."""
+        return None
 
     @abstractmethod
     def export(self, listed: Mapping[str, list[Entity]], out: ExportOut) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from bundle_operator.engine.desired import Desired, Inputs, resolve
 from bundle_operator.engine.export_report import ExportOut
-from bundle_operator.engine.kinds.base import EntityKind, Holds, Write
+from bundle_operator.engine.kinds.base import EntityKind, Holds, UniqueName, Write
 from bundle_operator.engine.record import Part, RecordedEntity
 from bundle_operator.engine.snapshot import Snapshot
 from bundle_operator.engine.writer import Writer
@@ -73,6 +73,7 @@ class GatewayKind(EntityKind):
     name = "gateway"
     section = "gateway"
     collection = kinds.GATEWAY_BUNDLES
+    reads = (kinds.GATEWAY_BUNDLES, kinds.ENDPOINTS)
     contents_reads = 6
 
     def items(self, inputs: Inputs) -> Sequence[Any]:
@@ -193,16 +194,52 @@ class GatewayKind(EntityKind):
         )
         return list(step.recorded.parts)
 
+    def unique_name(self, desired: Desired) -> UniqueName | None:
+        # A gateway bundle's name is its natural key in the workspace, derived from the bundle's.
+        return UniqueName(desired.spec["bundle"]["name"], "gateway bundle", "/name")
+
     async def holds(self, platform: PlatformAPI, workspace: str, item: Entity) -> Holds:
         members = await platform.list_members(workspace, item.id)
         return Holds({m.mcp_instance_id: f"member {m.name}" for m in members})
 
+    def claim_keys(self, listed: Mapping[str, list[Entity]], out: ExportOut) -> None:
+        # A member is named by its MCP's key and its tools are presented as <member>__<tool>: the
+        # MCP of a member keeps the member's name as its key, so the tools keep their names.
+        exported = self._exported(listed, out)
+        if exported is None:
+            return
+        for member in _usable_members(out.contents.get(exported.id, _EMPTY)):
+            out.claim(member["mcp_instance_id"], member["name"])
+
     def export(self, listed: Mapping[str, list[Entity]], out: ExportOut) -> None:
+        """The gateway bundle named after the document (seed 002: names are the natural key);
+        any other is reported, as are the endpoints, which a bundle document never carries."""
+        path = self.collection.path
+        exported = self._exported(listed, out)
+        for gateway in listed.get(path, []):
+            if gateway is not exported:
+                assert isinstance(gateway, GatewayBundle)
+                out.drop(
+                    f"{path}/{gateway.id}",
+                    f"a document holds one gateway bundle, the one named after it "
+                    f"('{gateway_name(out.name)}'); export with --name {gateway.name} to write this one",
+                )
+        if exported is None:
+            return
+        for endpoint in listed.get(kinds.ENDPOINTS.path, []):
+            if getattr(endpoint, "gateway_bundle_id", None) == exported.id:
+                out.drop(
+                    f"{kinds.ENDPOINTS.path}/{endpoint.id}",
+                    "an endpoint: a bundle document carries none; an Endpoint resource makes one",
+                )
+        out.objects[self.section] = _export_gateway(exported, out.contents.get(exported.id, _EMPTY), out)
+
+    def _exported(self, listed: Mapping[str, list[Entity]], out: ExportOut) -> GatewayBundle | None:
+        wanted = gateway_name(out.name)
         for gateway in listed.get(self.collection.path, []):
-            out.drop(
-                f"{self.collection.path}/{gateway.id}",
-                "a gateway bundle (and its endpoints): the export does not write gateways",
-            )
+            if isinstance(gateway, GatewayBundle) and gateway.name == wanted:
+                return gateway
+        return None
 
 
 async def write_contents(
@@ -276,3 +313,127 @@ def _prompt_body(prompt: dict[str, Any]) -> dict[str, Any]:
     body = dict(prompt)
     body["messages"] = [{k: v for k, v in m.items() if v is not None} for m in prompt["messages"]]
     return body
+
+
+# Why the export left a part of the gateway out (the wording of the report).
+_DISABLED_MEMBER = (
+    "a disabled member: a document's members are all enabled, so it is left out (its tools, prompts "
+    "and resources are not presented now either)"
+)
+_SAME_MCP = "a second member for the same MCP: a document names each MCP once among the members"
+
+
+def _usable_members(contents: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The members a document can carry: enabled ones, each MCP instance once, in member order."""
+    seen: set[str] = set()
+    usable = []
+    for member in contents["members"]:
+        if member["enabled"] and member["mcp_instance_id"] not in seen:
+            seen.add(member["mcp_instance_id"])
+            usable.append(member)
+    return usable
+
+
+def _export_gateway(gateway: GatewayBundle, contents: Mapping[str, Any], out: ExportOut) -> dict[str, Any]:
+    """One gateway bundle as the document's ``gateway``: members as the keys of the exported MCPs,
+    only the curation someone set, and the bundle's own prompts and resources."""
+    where = f"{kinds.GATEWAY_BUNDLES.path}/{gateway.id}"
+    mcp_keys = out.keys.get("mcp", {})
+    usable = {m["name"] for m in _usable_members(contents)}
+    keys: dict[str, str] = {}  # member name on the platform -> member (MCP key) in the document
+    for member in contents["members"]:
+        name, key = member["name"], mcp_keys.get(member["mcp_instance_id"])
+        if not member["enabled"]:
+            out.drop(f"{where}/members/{name}", _DISABLED_MEMBER)
+        elif name not in usable:
+            out.drop(f"{where}/members/{name}", _SAME_MCP)
+        elif key is None:
+            reason = f"its MCP instance {member['mcp_instance_id']} is not exported"
+            out.drop(f"{where}/members/{name}", reason)
+        else:
+            keys[name] = key
+            if key != name:
+                reason = (
+                    f"the member name is no document key: it installs as member '{key}', whose tools are "
+                    f"presented as {key}__<tool>"
+                )
+                out.drop(f"{where}/members/{name}", reason)
+    doc: dict[str, Any] = {}
+    if gateway.description:
+        doc["description"] = gateway.description
+    if gateway.overview:
+        doc["overview"] = gateway.overview
+    doc["members"] = list(keys.values())
+    tools = _curated(contents["tools"], _DEFAULT_TOOL_CURATION, keys, _split_prompt_id, "tool")
+    prompts = _curated(contents["member_prompts"], _DEFAULT_CURATION, keys, _split_prompt_id, "name")
+    resources = _curated(
+        contents["member_resources"], _DEFAULT_CURATION, keys, parse_member_resource_id, "uri"
+    )
+    for section, items in (("tools", tools), ("member_prompts", prompts), ("member_resources", resources)):
+        if items:
+            doc[section] = items
+    own_prompts = [_export_prompt(i, p, out) for i, p in enumerate(contents["prompts"].values())]
+    if own_prompts:
+        doc["prompts"] = own_prompts
+    own_resources = [_export_resource(r) for r in contents["resources"].values()]
+    if own_resources:
+        doc["resources"] = own_resources
+    return doc
+
+
+def _split_prompt_id(entry_id: str) -> tuple[str, str] | None:
+    member, sep, name = entry_id.partition("__")
+    return (member, name) if sep else None
+
+
+def _curated(
+    entries: Mapping[str, dict[str, Any]],
+    default: Mapping[str, Any],
+    keys: Mapping[str, str],
+    split: Any,
+    field: str,
+) -> list[dict[str, Any]]:
+    """The entries someone curated (differing from ``default``) of the exported members, in member
+    order and then by entry id; each names its member by document key and its ``field``."""
+    order = list(keys)
+    found = []
+    for entry_id, curation in entries.items():
+        parts = split(entry_id)
+        if parts is None or parts[0] not in keys or curation == default:
+            continue
+        item: dict[str, Any] = {"member": keys[parts[0]], field: parts[1]}
+        item.update({k: v for k, v in curation.items() if v != default[k]})
+        found.append((order.index(parts[0]), entry_id, item))
+    return [item for _, _, item in sorted(found, key=lambda f: (f[0], f[1]))]
+
+
+def _export_prompt(index: int, prompt: Mapping[str, Any], out: ExportOut) -> dict[str, Any]:
+    doc: dict[str, Any] = {"name": prompt["name"]}
+    if prompt["title"] is not None:
+        doc["title"] = prompt["title"]
+    if prompt["description"]:
+        doc["description"] = prompt["description"]
+    arguments = []
+    for position, argument in enumerate(prompt["arguments"]):
+        item: dict[str, Any] = {"name": argument["name"]}
+        if argument["required"]:
+            item["required"] = True
+        if argument["values"]:
+            item["values"] = list(argument["values"])
+        if argument.get("description"):
+            pointer = f"/gateway/prompts/{index}/arguments/{position}/description"
+            out.drop(pointer, "a document's prompt argument has no description")
+        arguments.append(item)
+    if arguments:
+        doc["arguments"] = arguments
+    doc["messages"] = [{k: v for k, v in m.items() if v is not None} for m in prompt["messages"]]
+    return doc
+
+
+def _export_resource(resource: Mapping[str, Any]) -> dict[str, Any]:
+    doc: dict[str, Any] = {"name": resource["name"]}
+    if resource["title"] is not None:
+        doc["title"] = resource["title"]
+    doc["mime_type"] = resource["mime_type"]
+    doc["content"] = resource["content"]
+    return doc

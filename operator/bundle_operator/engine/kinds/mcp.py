@@ -297,7 +297,7 @@ class McpKind(EntityKind):
                 out.drop(f"{kinds.MCP_INSTANCES.path}/{instance.id}", "its MCP server spec is gone")
                 continue
             used.add(server.id)
-            key = out.key(instance.name)
+            key = out.claimed.get(instance.id) or out.key(instance.name)
             keys[instance.id] = key
             docs.append(_export_mcp(key, len(docs), instance, server, out))
         for server_id in sorted(servers.keys() - used):
