@@ -236,3 +236,64 @@ def test_a_client_uses_the_gateway_of_an_installed_bundle(
             return len((await client.list_tools()).tools)
 
     assert asyncio.run(with_new_key()) == 3
+
+
+def test_an_override_that_hides_a_member_tool_found_later_shows_in_the_statuses(
+    kubectl: Kubectl,
+    operator: OperatorProcess,
+    platform: PlatformProcess,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """Issue 42: discovery cannot be refused, so the override keeps the name (seed 002); the member
+    tool it hides is reported in the installation's status issues and the Endpoint's status."""
+    kubectl.wait_for_condition("crd", "endpoints.bundle-operator.dev", "Established", timeout=30)
+    with members_thread() as members:  # its own: a tool is added to the weather member
+        name = "gw-shadow"
+        inline = bundle_document(
+            name,
+            mcps=[
+                {"key": "weather", "name": "Weather", "type": "url", "endpoint_url": members.url("weather")},
+                {"key": "notes", "name": "Notes", "type": "url", "endpoint_url": members.url("notes")},
+            ],
+            gateway={
+                "members": ["weather", "notes"],
+                "tools": [{"member": "notes", "tool": "add_note", "override_name": "weather__storm"}],
+            },
+        )
+        apply(kubectl, tmp_path, namespace, resource("Bundle", name, {"source": {"inline": inline}}))
+        installation = {
+            "bundleRef": {"name": name},
+            "workspace": namespace,
+            "driftPolicy": {"interval": "5s"},
+        }
+        apply(kubectl, tmp_path, namespace, resource("BundleInstallation", name, installation))
+        endpoint = f"shadow-{namespace.rsplit('-', 1)[-1]}"
+        spec = {"installationRef": {"name": name}, "credentialsSecretName": f"{endpoint}-key"}
+        apply(kubectl, tmp_path, namespace, resource("Endpoint", endpoint, spec))
+        wait_ready(kubectl, "bep", endpoint, namespace, timeout=90)
+        members.add_tool_sync("weather", "storm", "Storm warnings")
+
+        def issue() -> dict[str, Any] | None:
+            status = kubectl.get("bi", name, namespace).get("status") or {}
+            found = [
+                i
+                for i in (status.get("preview") or {}).get("issues") or []
+                if i["code"] == "gateway_tool_shadowed"
+            ]
+            return found[0] if found else None
+
+        shadowed = wait_until(issue, 90, "the shadowed tool in the installation's status.preview.issues")
+        assert shadowed["severity"] == "Warning" and shadowed["path"] == "/gateway/tools/0/override_name"
+        assert "weather__storm is not served" in shadowed["message"]
+
+        def withheld() -> dict[str, Any] | None:
+            status = kubectl.get("bep", endpoint, namespace).get("status") or {}
+            return status if status.get("withheldTools") else None
+
+        status = wait_until(withheld, 90, "the shadowed tool in the Endpoint's status.withheldTools")
+        [entry] = status["withheldTools"]
+        assert entry["name"] == "weather__storm" and "notes__add_note" in entry["reason"]
+        assert "weather__storm" in status["presentedTools"]  # the override's holder serves the name
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        assert "1 tools are not served (see status.withheldTools)" in ready["message"]

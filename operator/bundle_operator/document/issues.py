@@ -106,6 +106,7 @@ class Code(StrEnum):
     GATEWAY_INVALID_NAME = "gateway_invalid_name"
     GATEWAY_DUPLICATE = "gateway_duplicate"
     GATEWAY_LIMIT = "gateway_limit"
+    GATEWAY_TOOL_SHADOWED = "gateway_tool_shadowed"
     PROMPT_UNDECLARED_ARGUMENT = "prompt_undeclared_argument"
     PROMPT_UNKNOWN_RESOURCE = "prompt_unknown_resource"
     PROMPT_INVALID_MESSAGE = "prompt_invalid_message"

@@ -23,11 +23,18 @@ DISPLAY_NAME_MAX = 200
 # Separates a gateway member from the names of its tools and prompts.
 SEPARATOR = "__"
 MEMBER_NAME_MAX = 64
+# A tool name as MCP (2025-11-25) defines it; a presented tool name must be one, so clients call it.
+MCP_TOOL_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+MCP_TOOL_NAME_MAX = 128
+# The longest name of a member's tool, prompt or prompt argument the gateway keeps; MCP sets no
+# bound for prompts, and a longer tool name could never be presented under its own name anyway.
+MEMBER_ENTRY_NAME_MAX = 500
 
 _SLUG = re.compile(SLUG_PATTERN)
 _URL_NAME = re.compile(URL_NAME_PATTERN)
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
 _RESOURCE_NAME = re.compile(RESOURCE_NAME_PATTERN)
+_MCP_TOOL_NAME = re.compile(MCP_TOOL_NAME_PATTERN)
 
 
 def _full(pattern: re.Pattern[str], name: str) -> bool:
@@ -39,6 +46,13 @@ def slug_problem(name: str) -> str | None:
     """Why ``name`` is not a slug, or None."""
     if not _full(_SLUG, name) or len(name) > SLUG_MAX:
         return f"must match [a-zA-Z0-9_-]+ and be at most {SLUG_MAX} characters"
+    return None
+
+
+def mcp_tool_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a tool name MCP allows, or None."""
+    if not _full(_MCP_TOOL_NAME, name):
+        return f"is not an MCP tool name (1 to {MCP_TOOL_NAME_MAX} letters, digits, '_', '-' and '.')"
     return None
 
 

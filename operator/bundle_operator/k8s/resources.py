@@ -487,7 +487,18 @@ class EndpointMember(_Model):
 
     name: str = Field(description="The member's name, the prefix of its presented tools.")
     healthy: bool = Field(description="Whether the platform reaches the member.")
-    message: str = Field(default="", description="Why the member is unhealthy; empty when healthy.")
+    message: str = Field(
+        default="",
+        description="Why the member is unhealthy, or which of its tools the gateway cannot present; "
+        "empty when neither.",
+    )
+
+
+class EndpointWithheldTool(_Model):
+    """A tool of the bundle the gateway does not serve although nothing disabled it."""
+
+    name: str = Field(description="The tool as member__tool.")
+    reason: str = Field(description="Why it is not served and what to change.")
 
 
 class EndpointStatus(_Status):
@@ -497,6 +508,12 @@ class EndpointStatus(_Status):
     presented_tools: list[str] = Field(
         default_factory=list,
         description="The names of the tools the endpoint serves, in the platform's order.",
+    )
+    withheld_tools: list[EndpointWithheldTool] = Field(
+        default_factory=list,
+        description="Tools the bundle curates as served that the gateway does not serve: an override "
+        "holds their name, or MCP does not allow it; refreshed with members.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     members: list[EndpointMember] = Field(
         default_factory=list,

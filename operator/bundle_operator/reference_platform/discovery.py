@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +34,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 from mcp_types import METHOD_NOT_FOUND
 
-from bundle_operator.document.names import SLUG_MAX, SLUG_PATTERN
+from bundle_operator.document.names import MEMBER_ENTRY_NAME_MAX
 from bundle_operator.platform import kinds
 from bundle_operator.reference_platform import gateway_rules
 from bundle_operator.reference_platform.gateway_catalog import tool_views
@@ -48,7 +47,6 @@ log = logging.getLogger("bundle_operator.platform.gateway")
 
 MAX_ENTRIES = 500
 DEFAULT_INTERVAL = 60.0
-_SLUG = re.compile(SLUG_PATTERN)
 _EMPTY: dict[str, list[dict[str, Any]]] = {"tools": [], "prompts": [], "resources": [], "templates": []}
 
 
@@ -59,8 +57,17 @@ def _text(value: Any, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
+def _kept_name(name: Any) -> bool:
+    """Whether the gateway keeps an entry of this name: any name a member can give, within bounds.
+
+    Which names a client can be shown is decided per bundle (gateway_catalog.py), and a name that
+    cannot be shown is reported there, never dropped here.
+    """
+    return isinstance(name, str) and 0 < len(name) <= MEMBER_ENTRY_NAME_MAX
+
+
 def _tool(tool: Any) -> dict[str, Any] | None:
-    if not (isinstance(tool.name, str) and _SLUG.fullmatch(tool.name) and len(tool.name) <= SLUG_MAX):
+    if not _kept_name(tool.name):
         return None
     annotations = (
         tool.annotations.model_dump(by_alias=True, exclude_none=True, mode="json") if tool.annotations else {}
@@ -75,12 +82,12 @@ def _tool(tool: Any) -> dict[str, Any] | None:
 
 
 def _prompt(prompt: Any) -> dict[str, Any] | None:
-    if not (isinstance(prompt.name, str) and _SLUG.fullmatch(prompt.name) and len(prompt.name) <= SLUG_MAX):
+    if not _kept_name(prompt.name):
         return None
     arguments = [
         {"name": a.name, "description": _text(a.description, 2000), "required": bool(a.required)}
         for a in (prompt.arguments or [])
-        if _SLUG.fullmatch(a.name)
+        if _kept_name(a.name)
     ][:50]
     return {
         "name": prompt.name,
@@ -133,15 +140,29 @@ async def _collect(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]
     return items[:MAX_ENTRIES]
 
 
-async def discover(client: Client) -> dict[str, list[dict[str, Any]]]:
-    """Everything a connected member lists, as stored entries (names the gateway can present)."""
+def left_out(found: dict[str, list[dict[str, Any]]], listed: dict[str, int]) -> str:
+    """The member's health note on entries it listed that discovery could not keep, or ''."""
+    notes = [
+        f"{listed[what] - len(found[what])} {what} whose names are empty or over "
+        f"{MEMBER_ENTRY_NAME_MAX} characters"
+        for what in ("tools", "prompts")
+        if listed.get(what, 0) > len(found[what])
+    ]
+    return f"the member lists {' and '.join(notes)}; the gateway cannot present them" if notes else ""
+
+
+async def discover(client: Client) -> dict[str, Any]:
+    """Everything a connected member lists, as stored entries, and a note on what it could not keep."""
     capabilities = client.server_capabilities
     found: dict[str, list[dict[str, Any]]] = {what: [] for what in _EMPTY}
+    listed: dict[str, int] = {}
     if capabilities.tools is not None:
         tools = await _collect(client.list_tools, "tools")
+        listed["tools"] = len(tools)
         found["tools"] = [t for t in map(_tool, tools) if t is not None]
     if capabilities.prompts is not None:
         prompts = await _collect(client.list_prompts, "prompts")
+        listed["prompts"] = len(prompts)
         found["prompts"] = [p for p in map(_prompt, prompts) if p is not None]
     if capabilities.resources is not None:
         resources = await _collect(client.list_resources, "resources")
@@ -153,7 +174,7 @@ async def discover(client: Client) -> dict[str, list[dict[str, Any]]]:
                 raise
             templates = []  # a member with resources need not have templates
         found["templates"] = [t for t in map(_template, templates) if t is not None]
-    return found
+    return {**found, "message": left_out(found, listed)}
 
 
 def save(tx: Tx, workspace: str, instance_id: str, data: dict[str, Any]) -> None:
@@ -338,8 +359,7 @@ class DiscoveryService:
             try:
                 while True:
                     watcher.changed.clear()
-                    found = await discover(client)
-                    data = {"ok": True, "message": "", **found}
+                    data = {"ok": True, **await discover(client)}
                     await self.store.transact(functools.partial(_save_for, watcher, data))
                     await self._until_due(client, watcher)
                     if listener.done() and listener.result():  # it had opened: open it again

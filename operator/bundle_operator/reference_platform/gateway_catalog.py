@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bundle_operator.document.names import mcp_tool_name_problem
 from bundle_operator.platform import kinds
 from bundle_operator.platform.models import member_resource_id
 from bundle_operator.reference_platform import gateway_rules as rules
@@ -30,9 +31,23 @@ def offer_of(tx: Tx, ws: str, member: Row) -> Offer:
     return member_offer(tx, ws, str(member.data["mcp_instance_id"]))
 
 
-def member_view(tx: Tx, ws: str, member: Row) -> dict[str, Any]:
+def member_view(tx: Tx, ws: str, member: Row, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A member with its health; ``tools`` are the bundle's tool views, when already at hand."""
     instance = tx.get(ws, kinds.MCP_INSTANCES.path, member.data["mcp_instance_id"])
     offer = offer_of(tx, ws, member)
+    if tools is None:
+        bundle = tx.get(ws, kinds.GATEWAY_BUNDLES.path, member.parent or "")
+        tools = tool_views(tx, ws, bundle) if bundle is not None else []
+    unnamed = [v["tool"] for v in tools if v["member"] == member.key and name_problem(v) and not v["stale"]]
+    notes = [offer.message] if offer.message else []
+    if unnamed:
+        shown = ", ".join(repr(name) for name in unnamed[:5]) + (
+            f" and {len(unnamed) - 5} more" if len(unnamed) > 5 else ""
+        )
+        notes.append(
+            f"{len(unnamed)} tool(s) cannot be presented as {member.key}{rules.SEPARATOR}<tool>, which "
+            f"would not be an MCP tool name: {shown}; give each an override_name to serve it"
+        )
     return {
         "name": member.key,
         "mcp_instance_id": member.data["mcp_instance_id"],
@@ -40,8 +55,39 @@ def member_view(tx: Tx, ws: str, member: Row) -> dict[str, Any]:
         "position": member.data["position"],
         "url": instance_url(tx, ws, instance) if instance else None,
         "healthy": offer.healthy,
-        "message": offer.message,
+        "message": "; ".join(notes),
     }
+
+
+def name_problem(view: dict[str, Any]) -> str | None:
+    """Why a tool view's presented name is not an MCP tool name, or None.
+
+    An override is always one; a member's own name may not be, or may be too long once prefixed:
+    such a tool is listed (seed 002 presents every tool) and served only under an override.
+    """
+    if view["override_name"]:
+        return None
+    problem = mcp_tool_name_problem(view["id"])
+    return f"'{view['id']}' {problem}" if problem else None
+
+
+def withheld_reason(view: dict[str, Any]) -> str | None:
+    """Why a tool view is not served, as a sentence that follows "the tool 'name'"; None if served."""
+    if not view["enabled"]:
+        return "is disabled in this bundle"
+    if not view["member_enabled"]:
+        return f"belongs to the member '{view['member']}', which is disabled in this bundle"
+    if view["stale"]:
+        return f"is not offered by the member '{view['member']}' now"
+    if view["shadowed_by"] is not None:
+        return (
+            f"is shadowed by {view['shadowed_by']}, whose override_name holds its name; clear or change "
+            "that override to serve it"
+        )
+    problem = name_problem(view)
+    if problem is not None:
+        return f"cannot be presented under its own name: {problem}; give it an override_name to serve it"
+    return None
 
 
 def tool_views(tx: Tx, ws: str, bundle: Row) -> list[dict[str, Any]]:
@@ -83,9 +129,8 @@ def tool_views(tx: Tx, ws: str, bundle: Row) -> list[dict[str, Any]]:
         if view["override_name"] is None and holder is not None and holder != view["id"]:
             view["shadowed_by"] = holder
     for view in views:
-        view["served"] = (
-            view["enabled"] and view["member_enabled"] and not view["stale"] and view["shadowed_by"] is None
-        )
+        view["withheld_reason"] = withheld_reason(view)
+        view["served"] = view["withheld_reason"] is None
     return views
 
 

@@ -533,7 +533,8 @@ class Gateway:
 
         Only through an OAuth endpoint the reader's token could use: without one the bundle is not
         found (never forbidden), so nobody learns that a bundle exists when they have no way in.
-        Tools are listed by title and description, and only those the token may call.
+        Tools are listed by title and description, and only those the token may call; prompts and
+        resources by title and description too.
         """
         self._check_host(request)
         name = request.match_info["endpoint"]
@@ -567,8 +568,27 @@ class Gateway:
                 "endpoint": self.endpoint_url(name),
                 "tools": tools,
                 "prompts": prompts,
+                "resources": _catalog_resources(view),
             }
         )
+
+
+def _catalog_resources(view: EndpointView) -> list[dict[str, str]]:
+    """The bundle's own documents, then the members' resources and templates, by title and description."""
+    own = [
+        {"title": str(r.get("title") or r["name"]), "description": str(r.get("description") or "")}
+        for r in view.own_resources.values()
+    ]
+    listings = [r.listing for r in view.member_resources.values()]
+    listings += [t.listing for t in view.member_templates]
+    members = [
+        {
+            "title": str(listing.get("title") or listing.get("name") or ""),
+            "description": str(listing.get("description") or ""),
+        }
+        for listing in listings
+    ]
+    return own + members
 
 
 def _tool_title(listing: dict[str, Any], tool: str) -> str:

@@ -147,7 +147,8 @@ class GatewayRoutes:
 
         def read(tx: Tx) -> list[dict[str, Any]]:
             bundle = _bundle(tx, ws, bundle_id)
-            return [member_view(tx, ws, m) for m in members_in_order(tx, bundle)]
+            tools = tool_views(tx, ws, bundle)
+            return [member_view(tx, ws, m, tools) for m in members_in_order(tx, bundle)]
 
         members = await ctx.store.transact(read)
         return page_in_order(request, members, "name", lambda member: int(member["position"]))
@@ -225,7 +226,8 @@ class GatewayRoutes:
                 member = members[name]
                 if member.data["position"] != position:
                     tx.update(member, member.data | {"position": position})
-            return [member_view(tx, ws, m) for m in members_in_order(tx, bundle)]
+            tools = tool_views(tx, ws, bundle)
+            return [member_view(tx, ws, m, tools) for m in members_in_order(tx, bundle)]
 
         return page(await ctx.store.transact(apply), None)
 

@@ -171,15 +171,7 @@ def _tools(
     for view in tool_views(tx, workspace, bundle):
         name = view["presented_name"]
         if not view["served"]:
-            if not view["enabled"]:
-                reason = "is disabled in this bundle"
-            elif not view["member_enabled"]:
-                reason = f"belongs to the member '{view['member']}', which is disabled in this bundle"
-            elif view["stale"]:
-                reason = f"is not offered by the member '{view['member']}' now"
-            else:
-                reason = f"is shadowed by {view['shadowed_by']}, which holds its name"
-            withheld.setdefault(name, reason)
+            withheld.setdefault(name, view["withheld_reason"])
             continue
         definition = view["definition"] or {}
         listing: dict[str, Any] = {

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import time
 from typing import Any
 
 import pytest
 import yaml
 
+from bundle_operator.document.issues import Code
 from bundle_operator.engine.drift import drift
+from bundle_operator.engine.kinds.gateway import shadowed_tool_issues
+from bundle_operator.engine.live import read_snapshot
 from bundle_operator.engine.uninstall import uninstall
+from bundle_operator.k8s.endpoint.status import ready_conditions, served_view
+from bundle_operator.k8s.resources import EndpointSpec
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import GatewayToolCuration
+from tests.documents import bundle_document
 from tests.integration.engine.harness import ROOT, Store, example, install, parse, workspace_state
+from tests.mcp_members import running_members
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -136,3 +145,55 @@ async def test_a_gateway_name_another_bundle_holds_blocks_the_plan_and_nothing_i
     await client.delete(ws, kinds.GATEWAY_BUNDLES, taken.id)
     planned = await plan(client, ws, parsed, setup, record)
     assert not planned.preview.blocking
+
+
+async def test_an_override_that_discovery_finds_holding_a_member_tools_name_is_reported(
+    client: PlatformClient, ws: str
+) -> None:
+    """Issue 42: the override keeps the name (seed 002); the tool it hides is reported where users look."""
+    async with running_members() as members:
+        document = bundle_document(
+            "shadowing",
+            mcps=[
+                {"key": "weather", "name": "Weather", "type": "url", "endpoint_url": members.url("weather")},
+                {"key": "notes", "name": "Notes", "type": "url", "endpoint_url": members.url("notes")},
+            ],
+            gateway={
+                "members": ["weather", "notes"],
+                "tools": [{"member": "notes", "tool": "add_note", "override_name": "weather__storm"}],
+            },
+        )
+        parsed = parse(document)
+        _, record = await install(client, ws, parsed, {})
+        bundle_id = record.find("gateway:gateway").primary_id  # type: ignore[union-attr]
+        assert bundle_id is not None
+        await members.add_tool("weather", "storm", "Storm warnings")
+        deadline = time.monotonic() + 15
+        while not {"weather__storm", "notes__add_note"} <= {
+            t.id for t in await client.list_tools(ws, bundle_id) if not t.stale
+        }:
+            assert time.monotonic() < deadline, "discovery did not find the new tool"
+            await asyncio.sleep(0.1)
+
+        # The tool list says why the member's tool is not served, and what to do.
+        tools = await client.list_tools(ws, bundle_id)
+        storm = next(t for t in tools if t.id == "weather__storm")
+        assert (storm.served, storm.shadowed_by) == (False, "notes__add_note")
+        assert storm.withheld_reason is not None and "override_name holds its name" in storm.withheld_reason
+
+        # The installation's status: a warning at the override, and no drift.
+        snapshot = await read_snapshot(client, ws, record)
+        [issue] = shadowed_tool_issues(parsed.bundle, snapshot)  # type: ignore[arg-type]
+        assert (issue.severity, issue.code) == ("warning", Code.GATEWAY_TOOL_SHADOWED)
+        assert issue.path == "/gateway/tools/0/override_name" and issue.entity == "gateway:gateway"
+        assert "weather__storm is not served" in issue.message and "notes__add_note" in issue.message
+        assert not (await drift(client, ws, record)).drifted
+
+        # The Endpoint's status lists it beside the served tools, and Ready points there.
+        view = served_view(None, tools, await client.list_members(ws, bundle_id))
+        assert "weather__storm" in view["presentedTools"]  # the holder's name
+        assert [w["name"] for w in view["withheldTools"]] == ["weather__storm"]
+        assert "notes__add_note" in view["withheldTools"][0]["reason"]
+        spec = EndpointSpec.model_validate({"installationRef": {"name": "shadowing"}})
+        ready = next(c for c in ready_conditions(spec, view) if c.type == "Ready")
+        assert "1 tools are not served (see status.withheldTools)" in ready.message

@@ -338,6 +338,43 @@ async def test_discovery_follows_the_member_and_reports_health(api: PlatformClie
     assert tools["weather__forecast"].override_name == "get_forecast"
 
 
+async def test_every_tool_name_mcp_allows_is_presented_and_one_it_does_not_is_reported_never_dropped(
+    api: PlatformClient, members: Members
+) -> None:
+    """Seed 002: every tool of a member is presented as member__tool; MCP allows '.' in tool names."""
+    ws, bundle_id, url, api_key = await served_assistant(api, members)
+    await members.add_tool("weather", "files.read", "Read a file")
+    await members.add_tool("weather", "read file", "A name MCP does not allow")
+
+    async def dotted_served() -> bool:
+        async with connect(url, api_key) as client:
+            return "weather__files.read" in {t.name for t in (await client.list_tools()).tools}
+
+    await eventually(dotted_served, what="the dotted tool through the gateway")
+    async with connect(url, api_key) as client:
+        answer = await client.call_tool("weather__files.read", {"text": "x"})
+        assert answer.content[0].text == "files.read called"  # type: ignore[union-attr]
+        assert "weather__read file" not in {t.name for t in (await client.list_tools()).tools}
+        with pytest.raises(MCPError, match="not an MCP tool name"):
+            await client.call_tool("weather__read file", {"text": "x"})
+
+    # The one no client could call is in the tool list with the reason, and on the member's health.
+    tools = {t.id: t for t in await api.list_tools(ws, bundle_id)}
+    unnamed = tools["weather__read file"]
+    assert not unnamed.served and unnamed.withheld_reason is not None
+    assert "not an MCP tool name" in unnamed.withheld_reason and "override_name" in unnamed.withheld_reason
+    weather = {m.name: m for m in await api.list_members(ws, bundle_id)}["weather"]
+    assert weather.healthy and "'read file'" in weather.message and "override_name" in weather.message
+
+    # An override gives it a name a client can call; the member is then asked under its own name.
+    await api.put_tool(ws, bundle_id, "weather__read file", GatewayToolCuration(override_name="read_file"))
+    async with connect(url, api_key) as client:
+        answer = await client.call_tool("read_file", {"text": "x"})
+        assert answer.content[0].text == "read file called"  # type: ignore[union-attr]
+    weather = {m.name: m for m in await api.list_members(ws, bundle_id)}["weather"]
+    assert weather.message == ""
+
+
 async def test_a_member_that_fails_keeps_its_entries_stale_with_their_curation(api: PlatformClient) -> None:
     ws = f"gw-{key()[:8]}"
     bundle = await api.create(

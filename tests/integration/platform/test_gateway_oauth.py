@@ -35,6 +35,7 @@ from bundle_operator.platform.client import PlatformClient
 from bundle_operator.platform.models import (
     EndpointCreate,
     GatewayBundleCreate,
+    GatewayResourcePut,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -372,6 +373,29 @@ async def test_the_audit_survives_a_restart_and_pages(
             assert [e["at"] for e in every] == sorted((e["at"] for e in every), reverse=True)
     finally:
         running.stop()
+
+
+async def test_the_catalogue_lists_the_bundles_and_the_members_resources_by_title_and_description(
+    api: PlatformClient, members: Members, issuer: StubIssuer
+) -> None:
+    """Seed 002: the catalogue lists prompts and resources by title and description."""
+    ws = f"oa-{key()[:8]}"
+    bundle_id = await gateway(api, ws, members)
+    style = GatewayResourcePut(name="guides/style", title="House chart style", content="# House style")
+    await api.put_resource(ws, bundle_id, style)
+    _, url = await oauth_endpoint(api, ws, bundle_id, issuer)
+    async with httpx.AsyncClient(timeout=10) as http:
+        shown = await http.get(
+            url.removesuffix("/mcp") + "/catalog",
+            headers={"Authorization": f"Bearer {issuer.token(audience=url)}"},
+        )
+    assert shown.status_code == 200
+    resources = shown.json()["resources"]
+    # The bundle's own document, then the member's resource; never the member's bundle: one.
+    assert resources == [
+        {"title": "House chart style", "description": ""},
+        {"title": "Today's notes", "description": ""},
+    ]
 
 
 async def test_the_catalogue_is_read_only_through_an_oauth_endpoint_the_reader_can_use(

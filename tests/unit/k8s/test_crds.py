@@ -188,6 +188,7 @@ def test_endpoint_rules_keep_its_reference_and_auth_mode_and_its_name_a_url_segm
         "observedGeneration",
         "url",
         "presentedTools",
+        "withheldTools",
         "members",
         "conditions",
     }

@@ -233,6 +233,7 @@ def test_status_shows_served_tools_in_order_and_every_members_health() -> None:
     assert view == {
         "url": "http://gw.example/mcp/triage-kit/mcp",
         "presentedTools": ["github__list_issues", "issues"],
+        "withheldTools": [],  # a disabled tool is the bundle's choice, not a problem
         "members": [
             {"name": "github", "healthy": True, "message": ""},
             {"name": "jira", "healthy": False, "message": "connection refused"},

@@ -8,6 +8,10 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bundle_operator.document.gateway_rules import GATEWAY_ENTITY
+from bundle_operator.document.issues import Code, Issue, warning
+from bundle_operator.document.models import Bundle
+from bundle_operator.document.pointer import join_pointer
 from bundle_operator.engine.desired import Desired, Inputs, resolve
 from bundle_operator.engine.export_report import ExportOut
 from bundle_operator.engine.kinds.base import EntityKind, Holds, UniqueName, Write
@@ -142,6 +146,9 @@ class GatewayKind(EntityKind):
                 for m in sorted(members, key=lambda m: m.position)
             ],
             "tools": {t.id: _tool_curation(t) for t in tools},
+            # Not curation, so never drift (live_spec drops it): tool -> the tool whose override
+            # holds its name since discovery found it, for the installation's warnings.
+            "shadowed": {t.id: t.shadowed_by for t in tools if t.shadowed_by},
             "member_prompts": {p.id: _curation(p) for p in member_prompts},
             "member_resources": {r.id: _curation(r) for r in member_resources},
             "prompts": {
@@ -167,6 +174,7 @@ class GatewayKind(EntityKind):
         if live is None:
             return None
         out = dict(live)
+        out.pop("shadowed", None)
         for section, default in (
             ("tools", _DEFAULT_TOOL_CURATION),
             ("member_prompts", _DEFAULT_CURATION),
@@ -240,6 +248,29 @@ class GatewayKind(EntityKind):
             if isinstance(gateway, GatewayBundle) and gateway.name == wanted:
                 return gateway
         return None
+
+
+def shadowed_tool_issues(bundle: Bundle, snapshot: Snapshot) -> list[Issue]:
+    """A warning for each member tool an override keeps from being served.
+
+    The platform refuses an override that takes a name already presented, but not discovery: a
+    tool found after the override took its name stays unserved (seed 002), so say so here.
+    """
+    contents = snapshot.contents.get(GATEWAY_ENTITY) or {}
+    gateway = bundle.gateway
+    issues: list[Issue] = []
+    for tool_id, holder in sorted((contents.get("shadowed") or {}).items()):
+        pointer = None
+        for index, tool in enumerate(gateway.tools if gateway is not None else []):
+            if f"{tool.member}__{tool.tool}" == holder and tool.override_name:
+                pointer = join_pointer("/gateway/tools", index, "override_name")
+        message = (
+            f"the member tool {tool_id} is not served: the override_name of {holder} holds that name, "
+            "and discovery found the tool after the override took it; change or clear the override "
+            "to serve both"
+        )
+        issues.append(warning(Code.GATEWAY_TOOL_SHADOWED, message, pointer, GATEWAY_ENTITY))
+    return issues
 
 
 async def write_contents(

@@ -16,10 +16,19 @@ from bundle_operator.platform.models import Endpoint, GatewayMember, GatewayTool
 def served_view(
     endpoint: Endpoint | None, tools: list[GatewayTool], members: list[GatewayMember]
 ) -> dict[str, Any]:
-    """status.url, presentedTools (served ones, in the platform's order) and members."""
+    """status.url, presentedTools (served ones, in the platform's order), withheldTools and members.
+
+    withheldTools are the tools the bundle means to serve that the gateway does not: an override
+    holds their name, or their name is not one MCP allows. Disabled and stale ones are left out.
+    """
     return {
         "url": endpoint.url if endpoint is not None else None,
         "presentedTools": [t.presented_name for t in tools if t.served],
+        "withheldTools": [
+            {"name": t.id, "reason": f"the tool '{t.presented_name}' {t.withheld_reason}"}
+            for t in tools
+            if not t.served and t.enabled and t.member_enabled and not t.stale and t.withheld_reason
+        ],
         "members": [{"name": m.name, "healthy": m.healthy, "message": m.message or ""} for m in members],
     }
 
@@ -37,6 +46,9 @@ def ready_conditions(spec: EndpointSpec, view: dict[str, Any], *, paused: bool =
     else:
         reason = "Serving"
         message = f"serving {tools} tools from {len(members)} members at {view['url']}"
+        withheld = view.get("withheldTools") or []
+        if withheld:
+            message += f"; {len(withheld)} tools are not served (see status.withheldTools)"
     if unhealthy:
         shown = ", ".join(unhealthy[:5]) + (f" and {len(unhealthy) - 5} more" if len(unhealthy) > 5 else "")
         message += f"; unhealthy members: {shown} (see status.members)"
@@ -89,7 +101,13 @@ class EndpointStatus(StatusDraft):
         self.body = {**self.body, "status": {**self.previous(), **self.patch}}
 
 
-_EMPTY: dict[str, Any] = {"url": None, "presentedTools": [], "members": [], "observedGeneration": None}
+_EMPTY: dict[str, Any] = {
+    "url": None,
+    "presentedTools": [],
+    "withheldTools": [],
+    "members": [],
+    "observedGeneration": None,
+}
 
 
 def _comparable(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -98,4 +116,4 @@ def _comparable(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def cleared() -> dict[str, Any]:
     """The served view of an Endpoint that serves nothing (yet)."""
-    return {"url": None, "presentedTools": [], "members": []}
+    return {"url": None, "presentedTools": [], "withheldTools": [], "members": []}

@@ -17,6 +17,7 @@ from pydantic import (
 # analyze checks the same fields and patterns.
 from bundle_operator.document.names import (
     DISPLAY_NAME_MAX,
+    MEMBER_ENTRY_NAME_MAX,
     SLUG_MAX,
     SLUG_PATTERN,
     URL_NAME_PATTERN,
@@ -28,6 +29,8 @@ Name = Annotated[str, Field(min_length=1, max_length=DISPLAY_NAME_MAX)]
 Text = Annotated[str, Field(max_length=20_000)]
 EntityId = Annotated[str, Field(pattern=ID_PATTERN)]
 Slug = Annotated[str, Field(min_length=1, max_length=SLUG_MAX, pattern=SLUG_PATTERN)]
+# A name a gateway member gives its tool, prompt or prompt argument: the member's own, kept as it is.
+MemberEntryName = Annotated[str, Field(min_length=1, max_length=MEMBER_ENTRY_NAME_MAX)]
 UrlName = Annotated[str, Field(pattern=URL_NAME_PATTERN)]
 Url = Annotated[str, Field(min_length=1, max_length=2048)]
 Schedule = Annotated[str, Field(min_length=1, max_length=200)]

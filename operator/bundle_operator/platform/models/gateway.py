@@ -112,8 +112,11 @@ class GatewayTool(ApiModel):
     stale: bool
     # The tool whose override holds this tool's member__tool name since discovery added it.
     shadowed_by: str | None = None
-    # Whether the gateway serves the tool now: enabled, member enabled, not stale, not shadowed.
+    # Whether the gateway serves the tool now: enabled, member enabled, not stale, not shadowed,
+    # and presented under a name MCP allows.
     served: bool = True
+    # Why the gateway does not serve it, following "the tool '<presented_name>'"; None while served.
+    withheld_reason: str | None = None
 
 
 class GatewayEntryCuration(ApiModel):

@@ -18,8 +18,8 @@ from bundle_operator.platform.models.base import (
     ApiModel,
     Entity,
     EntityId,
+    MemberEntryName,
     Name,
-    Slug,
     Url,
     Value,
 )
@@ -53,7 +53,7 @@ class SchemaField(ApiModel):
 class CatalogTool(ApiModel):
     """A tool an MCP server offers (on the reference platform, declared instead of discovered)."""
 
-    name: Slug
+    name: MemberEntryName
     title: Annotated[str, Field(max_length=500)] | None = None
     description: Annotated[str, Field(max_length=8000)] = ""
     annotations: dict[str, Any] = Field(default_factory=dict)
@@ -63,7 +63,7 @@ class CatalogTool(ApiModel):
 class CatalogPromptArgument(ApiModel):
     """An argument of a member's prompt."""
 
-    name: Slug
+    name: MemberEntryName
     description: Annotated[str, Field(max_length=2000)] = ""
     required: bool = False
 
@@ -71,7 +71,7 @@ class CatalogPromptArgument(ApiModel):
 class CatalogPrompt(ApiModel):
     """A prompt an MCP server offers."""
 
-    name: Slug
+    name: MemberEntryName
     title: Annotated[str, Field(max_length=500)] | None = None
     description: Annotated[str, Field(max_length=8000)] = ""
     arguments: Annotated[list[CatalogPromptArgument], Field(max_length=50)] = Field(default_factory=list)
