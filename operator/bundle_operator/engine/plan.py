@@ -23,6 +23,7 @@ from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.kinds import ALL, BY_NAME, ORDER, deletion_order
 from bundle_operator.engine.kinds.app import archived_app_holders
 from bundle_operator.engine.kinds.base import EntityKind, Update
+from bundle_operator.engine.kinds.gateway import shadowed_tool_issues
 from bundle_operator.engine.live import binding_changes, project, read_snapshot
 from bundle_operator.engine.merge import MergeResult, OnConflict
 from bundle_operator.engine.preview import Action, EntityPlan, Preview
@@ -223,7 +224,9 @@ async def plan(
     planned.skipped = set(skipped) - set(checked.replaced)
     planned.aliases, planned.bound = checked.aliases, checked.bound
     ids = _decide_levels(planned, issues)
-    issues += [i.with_line(parsed.source_map.line_of(i.path)) for i in await _names_taken(platform, planned)]
+    # What the platform found since the install (discovery) that the bundle's curation now hides.
+    found = [*await _names_taken(platform, planned), *shadowed_tool_issues(parsed.bundle, snapshot)]
+    issues += [i.with_line(parsed.source_map.line_of(i.path)) for i in found]
     _plan_removals(planned, issues)
     planned.preview = _preview(planned, ids, skipped, issues)
     return planned

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -24,7 +24,6 @@ from bundle_operator.document.issues import Code
 from bundle_operator.engine.apply import BUNDLE_INVALID, InstallFailed, PersistFailed, apply
 from bundle_operator.engine.correct import correct_drift
 from bundle_operator.engine.drift import DriftReport, drift_from
-from bundle_operator.engine.kinds.gateway import shadowed_tool_issues
 from bundle_operator.engine.live import read_snapshot
 from bundle_operator.engine.plan import Plan, plan
 from bundle_operator.k8s import conditions as cond
@@ -256,12 +255,6 @@ class InstallationReconciler:
             inputs.platform, inputs.workspace, inputs.parsed, inputs.setup, inputs.record, inputs.options
         )
         run.calls += planned.snapshot.calls
-        parsed = inputs.parsed
-        if parsed.bundle is not None:
-            # What the platform found since the install (discovery), read with the plan's snapshot.
-            found = shadowed_tool_issues(parsed.bundle, planned.snapshot)
-            placed = [i.with_line(parsed.source_map.line_of(i.path)) for i in found]
-            planned.preview = replace(planned.preview, issues=[*planned.preview.issues, *placed])
         run.status.patch["preview"] = preview_status(planned)
         if planned.preview.blocking:
             return await self._blocked(run, planned)
