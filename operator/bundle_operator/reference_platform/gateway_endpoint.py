@@ -25,11 +25,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
-from mcp.server.streamable_http_manager import (
-    DEFAULT_MAX_REQUEST_BODY_SIZE,
-    DEFAULT_MAX_SESSIONS,
-    StreamableHTTPSessionManager,
-)
+from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE, DEFAULT_MAX_SESSIONS
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
@@ -46,6 +42,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from bundle_operator.document.issues import cut_short
 from bundle_operator.document.prompt_text import placeholder_names, render
 from bundle_operator.reference_platform.asgi_bridge import AsgiApp, Message, Receive, Send
+from bundle_operator.reference_platform.gateway_answers import ChoosingSessionManager, can_answer_plainly
 from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
 from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView, Served
 from bundle_operator.reference_platform.member_forward import as_written
@@ -287,7 +284,7 @@ class GatewayEndpoint:
     gateway: Upstream
     view: EndpointView
     server: Server[Any] = field(init=False)
-    manager: StreamableHTTPSessionManager = field(init=False)
+    manager: ChoosingSessionManager = field(init=False)
     bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
     sessions: dict[str, ServerSession] = field(default_factory=dict)
     owners: SessionOwners = field(default_factory=SessionOwners)
@@ -321,8 +318,10 @@ class GatewayEndpoint:
         add("resources/read", types.ReadResourceRequestParams, self._read_resource)
         self.server.middleware.insert(0, self._remember_session)
         # Answers stream (SSE) so that a member's progress, logs and requests reach the caller
-        # mid-call; plain tool calls on the 2026-07-28 wire take the door's JSON path (gateway_direct).
-        self.manager = StreamableHTTPSessionManager(
+        # mid-call, unless the door chose one JSON body for a request that cannot need a stream
+        # (gateway_answers.py); plain tool calls on the 2026-07-28 wire take the door's JSON path
+        # (gateway_direct.py).
+        self.manager = ChoosingSessionManager(
             app=self.server,
             json_response=False,
             session_idle_timeout=3600,
@@ -394,6 +393,11 @@ class GatewayEndpoint:
             if known is session:
                 del self.sessions[key]
 
+    def plainly(self, session_id: str | None, message: Any) -> bool:
+        """Whether a handshake-era request of this session can be answered with one JSON body."""
+        session = self.sessions.get(session_id) if session_id is not None else None
+        return session is not None and can_answer_plainly(session.client_capabilities, message)
+
     def forget(self, session_id: str) -> None:
         """The session's owner ended it (an HTTP DELETE the SDK accepted)."""
         self.sessions.pop(session_id, None)
@@ -412,8 +416,11 @@ class GatewayEndpoint:
         session_id = self._session_id(ctx)
         level = self.levels.get(session_id) if session_id is not None else None
 
+        # False when the door answers with one JSON body: nothing may go on the request's stream.
+        streamed = ctx.session.can_send_request or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
         def route(member: str) -> Route:
-            return Route(ctx.session, ctx.request_id, member, level)
+            return Route(ctx.session, ctx.request_id, member, level, streamed)
 
         inputs = getattr(params, "input_responses", None)
         return Relayed(

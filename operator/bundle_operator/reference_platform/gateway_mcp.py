@@ -30,9 +30,11 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.exceptions import MCPError
+from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bundle_operator.reference_platform.asgi_bridge import serve_asgi
+from bundle_operator.reference_platform.gateway_answers import answering
 from bundle_operator.reference_platform.gateway_audit import AuditCall, AuditLog, Retention
 from bundle_operator.reference_platform.gateway_direct import (
     DirectCall,
@@ -253,6 +255,13 @@ class Gateway:
         (an input-required result) and answers it on its retry, which goes to the member as sent.
         """
         route = relayed.route(member)
+        if not route.modern and not route.streamed:
+            # A caller that cannot be asked anything and gave no progress token: the member is sent
+            # the call as the direct path sends it, and its log messages go to the caller's session.
+            plain = {"capabilities": {}, "meta": {LOG_LEVEL_META_KEY: "debug"}}
+            forwarded = await self._forward(link, member, tool, arguments, plain, route.notified)
+            if forwarded is not None:
+                return forwarded
         if route.modern:
             # Posted as the caller sent it, with its capabilities: the member's progress and logs
             # come back on the call's stream, its requests for input as its result.
@@ -392,12 +401,20 @@ class Gateway:
             return await _while_connected(request, self._answer_directly(direct, view, principal, live))
         live.view = view
         live.server.instructions = view.description or None
-        served = serve_asgi(
-            live.owners.recording(live.manager.handle_request, principal.who),
-            request,
-            body=body,
-            state={PRINCIPAL: principal},
-            user=_sdk_user(principal),
+        plain = (
+            not modern
+            and body is not None
+            and live.plainly(session_id, message if message is not None else json_message(body))
+        )
+        served = _answering(
+            plain,
+            serve_asgi(
+                live.owners.recording(live.manager.handle_request, principal.who),
+                request,
+                body=body,
+                state={PRINCIPAL: principal},
+                user=_sdk_user(principal),
+            ),
         )
         # On the 2026-07-28 wire a client cancels a request by closing its stream; on the handshake
         # wire a dropped stream is no cancellation (the client may resume it).
@@ -596,6 +613,12 @@ def _tool_title(listing: dict[str, Any], tool: str) -> str:
     annotations = listing.get("annotations")
     title = listing.get("title") or (annotations.get("title") if isinstance(annotations, dict) else None)
     return str(title or tool)
+
+
+async def _answering(plain: bool, work: Awaitable[_R]) -> _R:
+    """``work``, with its request answered as one JSON body when ``plain`` (gateway_answers.py)."""
+    with answering(plain):
+        return await work
 
 
 async def _while_connected(request: web.Request, work: Awaitable[_R]) -> _R:

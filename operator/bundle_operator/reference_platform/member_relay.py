@@ -59,6 +59,9 @@ class Route:
     member: str
     # The least severe level the calling client wants (its session's ``logging/setLevel``), if any.
     log_level: types.LoggingLevel | None = None
+    # Whether the call's answer streams; a call answered with one JSON body (gateway_answers.py)
+    # gets its log messages on the session's standalone stream.
+    streamed: bool = True
 
     def _scoped(self) -> ServerMessageMetadata:
         return ServerMessageMetadata(related_request_id=self.request_id)
@@ -96,8 +99,9 @@ class Route:
         if self.log_level is not None and LEVELS.index(params.level) < LEVELS.index(self.log_level):
             return
         logger = f"{self.member}/{params.logger}" if params.logger else self.member
+        related = self.request_id if self.streamed else None
         await self.session.send_log_message(
-            params.level, params.data, logger=logger, related_request_id=self.request_id
+            params.level, params.data, logger=logger, related_request_id=related
         )
 
     async def ask(
