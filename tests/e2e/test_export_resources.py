@@ -116,9 +116,11 @@ def test_an_exported_knowledge_bundle_passes_the_crds_typed_sources(
     document = bundle["spec"]["source"]["inline"]
     assert document["schema_version"] == "0.2.0"
     assert document["knowledge_sets"][0]["sources"]["s3-1"]["bucket"] == "dormagen-bylaws"
-    # The tenant address maps to itself, so the installation does not stall on a substitution.
+    # The tenant address and the default model the agents run (required since seed 004's export
+    # lists every model) map to themselves, so the installation does not stall on a substitution.
     assert installation["spec"]["substitutions"] == {
-        "knowledge_source:s3:dormagen-bylaws": "s3:dormagen-bylaws"
+        "knowledge_source:s3:dormagen-bylaws": "s3:dormagen-bylaws",
+        "model:default": "default",
     }
     for value in yaml.safe_load(setup.read_text()).values():
         assert value not in text, "a setup value leaked into the manifests"
