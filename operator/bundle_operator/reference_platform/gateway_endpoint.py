@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import mcp_types as types
 from mcp import Client
+from mcp.client.session import ClientSession
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -116,11 +117,15 @@ class Relayed:
     """A call through the SDK's server: where the member's messages go, and what the client carried."""
 
     route: Callable[[str], Route]  # the route for the member that serves the call
-    progress: bool  # the client gave a progress token
     input_responses: dict[str, Any] | None = None  # the client's answers (2026-07-28 wire)
     request_state: str | None = None
     # The request's ``_meta`` entries a member is sent as they are: progress token, log level.
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def progress(self) -> bool:
+        """Whether the client gave a progress token."""
+        return "progressToken" in self.meta
 
     def carried(self, route: Route) -> dict[str, Any]:
         """What a 2026-07-28 ``tools/call`` posted to the member carries (member_forward.py)."""
@@ -310,7 +315,6 @@ class GatewayEndpoint:
             on_set_logging_level=self._set_level,
             on_subscriptions_listen=_RelayedListen(self),
         )
-        # Registered by method: its answer may be the member's raw result (a dict), passed through.
         # Registered by method: their answers may be the member's raw results (dicts), passed through.
         add = self.server.add_request_handler
         add("tools/call", types.CallToolRequestParams, self._call_tool)
@@ -355,14 +359,10 @@ class GatewayEndpoint:
     async def _remember_session(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        # Handshake-era sessions get list_changed on their session; remember each one that talks.
         # Handshake-era sessions get list_changed on their session (the 2026-07-28 wire has none:
         # its clients listen on the bus). The session object is made per message, so keep one.
         if ctx.method == "notifications/initialized" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            request = ctx.request
-            headers = getattr(request, "headers", None)
-            session_id = headers.get("mcp-session-id") if headers is not None else None
-            self.sessions[session_id or f"anonymous-{id(ctx.session)}"] = ctx.session
+            self.sessions[self._session_key(ctx)] = ctx.session
             while len(self.sessions) > MAX_LEGACY_SESSIONS:
                 del self.sessions[next(iter(self.sessions))]
         return await call_next(ctx)
@@ -411,6 +411,11 @@ class GatewayEndpoint:
         headers = getattr(ctx.request, "headers", None)
         return headers.get(MCP_SESSION_ID_HEADER) if headers is not None else None
 
+    @classmethod
+    def _session_key(cls, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The request's session id, or a stand-in for a request that names none."""
+        return cls._session_id(ctx) or f"anonymous-{id(ctx.session)}"
+
     def _relayed(self, ctx: ServerRequestContext[Any, Any], params: Any = None) -> Relayed:
         """How a member's messages during this request reach its client (member_relay.py)."""
         session_id = self._session_id(ctx)
@@ -425,7 +430,6 @@ class GatewayEndpoint:
         inputs = getattr(params, "input_responses", None)
         return Relayed(
             route,
-            _progress_token(ctx.meta) is not None,
             {k: v.model_dump(by_alias=True, mode="json", exclude_none=True) for k, v in inputs.items()}
             if inputs
             else None,
@@ -433,10 +437,39 @@ class GatewayEndpoint:
             _passed_meta(ctx.meta),
         )
 
+    async def _member_answer(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: Any,
+        served: Served,
+        modern: Callable[[ClientSession, dict[str, Any]], Awaitable[types.Result]],
+        handshake: Callable[[Client], Awaitable[types.Result]],
+    ) -> dict[str, Any]:
+        """A member's answer, as written, on a member client of the call's own (member_relay.py).
+
+        A 2026-07-28 caller's answers and echoed state go to the member as sent (``modern`` gets
+        them as keyword arguments), and an input-required result comes back to the caller.
+        """
+        relayed = self._relayed(ctx, params)
+        route = relayed.route(served.member)
+
+        async def answer(client: Client) -> dict[str, Any]:
+            if route.modern:
+                mrtr = {
+                    "input_responses": relayed.input_responses,
+                    "request_state": relayed.request_state,
+                    "allow_input_required": True,
+                }
+                return as_written(await modern(client.session, mrtr))
+            return as_written(await handshake(client))
+
+        result: dict[str, Any] = await self.gateway.on_member(served.link, served.member, answer, route)
+        return result
+
     async def _set_level(
         self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
-        session_id = self._session_id(ctx) or f"anonymous-{id(ctx.session)}"
+        session_id = self._session_key(ctx)
         self.levels[session_id] = params.level
         self.levels.move_to_end(session_id)
         while len(self.levels) > MAX_LEGACY_SESSIONS:
@@ -501,24 +534,13 @@ class GatewayEndpoint:
         prompt = view.member_prompts.get(params.name)
         if prompt is None:
             raise _not_found(f"this bundle has no prompt '{shown(params.name)}'")
-        relayed = self._relayed(ctx, params)
-        route = relayed.route(prompt.member)
-
-        async def get(client: Client) -> dict[str, Any]:
-            if route.modern:
-                return as_written(
-                    await client.session.get_prompt(
-                        prompt.name,
-                        arguments,
-                        input_responses=relayed.input_responses,
-                        request_state=relayed.request_state,
-                        allow_input_required=True,
-                    )
-                )
-            return as_written(await client.get_prompt(prompt.name, arguments))
-
-        result: dict[str, Any] = await self.gateway.on_member(prompt.link, prompt.member, get, route)
-        return result
+        return await self._member_answer(
+            ctx,
+            params,
+            prompt,
+            lambda session, mrtr: session.get_prompt(prompt.name, arguments, **mrtr),
+            lambda client: client.get_prompt(prompt.name, arguments),
+        )
 
     @staticmethod
     def _own_prompt(view: EndpointView, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
@@ -642,23 +664,13 @@ class GatewayEndpoint:
         served = view.serving(uri)
         if served is None:
             raise _not_found(f"this bundle serves no resource '{shown(uri)}'")
-        relayed = self._relayed(ctx, params)
-        route = relayed.route(served.member)
-
-        async def read(client: Client) -> dict[str, Any]:
-            if route.modern:
-                return as_written(
-                    await client.session.read_resource(
-                        uri,
-                        input_responses=relayed.input_responses,
-                        request_state=relayed.request_state,
-                        allow_input_required=True,
-                    )
-                )
-            return as_written(await client.read_resource(uri))
-
-        result: dict[str, Any] = await self.gateway.on_member(served.link, served.member, read, route)
-        return result
+        return await self._member_answer(
+            ctx,
+            params,
+            served,
+            lambda session, mrtr: session.read_resource(uri, **mrtr),
+            lambda client: client.read_resource(uri),
+        )
 
     async def _list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -690,7 +702,7 @@ class GatewayEndpoint:
     def subscriber(self, ctx: ServerRequestContext[Any, Any] | None, session_id: str | None = None) -> str:
         """The key of a session's subscriptions: every key of one session starts with it."""
         if ctx is not None:
-            session_id = self._session_id(ctx) or f"anonymous-{id(ctx.session)}"
+            session_id = self._session_key(ctx)
         return f"{self.name}/{session_id}/"
 
 

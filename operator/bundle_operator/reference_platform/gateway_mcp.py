@@ -223,12 +223,7 @@ class Gateway:
         """
         if link is None:
             return None
-        try:
-            version = (await self.pool.client(link)).protocol_version
-        except MCPError:
-            raise
-        except Exception as exc:
-            raise self._unavailable(link, member, exc) from None
+        version = (await self._guarded(link, member, self.pool.client(link))).protocol_version
         if version not in MODERN_PROTOCOL_VERSIONS:
             return None
         try:
@@ -300,14 +295,15 @@ class Gateway:
 
         With a route, on a member client of the call's own, whose messages go to that route.
         """
-        if link is None:
-            raise MCPError(
-                code=types.INTERNAL_ERROR, message=f"the member '{member}' has no URL the gateway can call"
-            )
+        reachable = _reachable(link, member)
+        if route is not None:
+            return await self._guarded(reachable, member, self.relays.call(reachable, route, action))
+        return await self._guarded(reachable, member, self.pool.call(reachable, action))
+
+    async def _guarded(self, link: MemberLink, member: str, work: Awaitable[_R]) -> _R:
+        """``work`` with the member; a failure other than the member's own MCP error names it."""
         try:
-            if route is not None:
-                return await self.relays.call(link, route, action)
-            return await self.pool.call(link, action)
+            return await work
         except MCPError:
             raise
         except Exception as exc:
@@ -317,17 +313,8 @@ class Gateway:
         self, key: str, served: Served, uri: str, notify: Callable[[str], Awaitable[None]]
     ) -> None:
         """Subscribe ``key`` to a member URI; ``notify`` is told of the member's updates of it."""
-        if served.link is None:
-            raise MCPError(
-                code=types.INTERNAL_ERROR,
-                message=f"the member '{served.member}' has no URL the gateway can call",
-            )
-        try:
-            await self.subscriptions.subscribe(served.link, uri, key, notify)
-        except MCPError:
-            raise
-        except Exception as exc:
-            raise self._unavailable(served.link, served.member, exc) from None
+        link = _reachable(served.link, served.member)
+        await self._guarded(link, served.member, self.subscriptions.subscribe(link, uri, key, notify))
 
     async def unsubscribe(self, key: str, uri: str) -> None:
         """Take a session's subscription off a URI (nothing when it had none)."""
@@ -606,6 +593,15 @@ def _catalog_resources(view: EndpointView) -> list[dict[str, str]]:
         for listing in listings
     ]
     return own + members
+
+
+def _reachable(link: MemberLink | None, member: str) -> MemberLink:
+    """The member's link; a member without one is an MCP error naming it."""
+    if link is None:
+        raise MCPError(
+            code=types.INTERNAL_ERROR, message=f"the member '{member}' has no URL the gateway can call"
+        )
+    return link
 
 
 def _tool_title(listing: dict[str, Any], tool: str) -> str:

@@ -272,12 +272,6 @@ class RelayPool:
             await self._close(relay)
         return result
 
-    async def drop(self, link: MemberLink) -> None:
-        """Close the idle clients of a member (it changed or failed)."""
-        for era in ("modern", "legacy"):
-            for relay in self._idle.pop(f"{link.fingerprint}/{era}", []):
-                await self._close(relay)
-
     async def close(self) -> None:
         """Close every client."""
         self._idle.clear()
