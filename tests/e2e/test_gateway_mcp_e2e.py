@@ -289,7 +289,9 @@ def test_an_override_that_hides_a_member_tool_found_later_shows_in_the_statuses(
 
         def withheld() -> dict[str, Any] | None:
             status = kubectl.get("bep", endpoint, namespace).get("status") or {}
-            return status if status.get("withheldTools") else None
+            # Both members' discoveries land one after the other: wait for the override's holder too.
+            holder_served = "weather__storm" in status.get("presentedTools", [])
+            return status if status.get("withheldTools") and holder_served else None
 
         status = wait_until(withheld, 90, "the shadowed tool in the Endpoint's status.withheldTools")
         [entry] = status["withheldTools"]
