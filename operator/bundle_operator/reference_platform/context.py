@@ -8,6 +8,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from bundle_operator.platform.models import ARTIFACT_MAX_BYTES
 from bundle_operator.reference_platform.storage import Store
 
 DEFAULT_GITHUB_BASE_URL = "https://raw.githubusercontent.com"
@@ -34,6 +35,15 @@ class ServerConfig:
     allow_private_issuers: bool = False
     audit_max_entries: int = 100_000
     audit_max_age_days: float = 30.0
+    # Where uploaded archives are extracted; None means ``artifacts/`` beside the database file,
+    # or a temporary folder (removed at shutdown) when the database is in memory.
+    artifacts_dir: Path | None = None
+    artifact_max_bytes: int = ARTIFACT_MAX_BYTES
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the database lives in memory only."""
+        return str(self.db_path) == ":memory:"
 
 
 @dataclass
@@ -44,6 +54,15 @@ class Context:
     store: Store
     public_url: str = "http://127.0.0.1/mcp"
     session: aiohttp.ClientSession | None = field(default=None)
+    # Set when the server starts (see app.open_store).
+    artifacts_dir: Path | None = None
+    artifacts_temporary: bool = False
+
+    def artifacts(self) -> Path:
+        """The folder uploaded archives are extracted under."""
+        if self.artifacts_dir is None:
+            raise RuntimeError("the artifacts folder is not open")
+        return self.artifacts_dir
 
     def http(self) -> aiohttp.ClientSession:
         """The shared outbound HTTP session (GitHub skill fetches)."""

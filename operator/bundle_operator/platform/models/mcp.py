@@ -14,6 +14,7 @@ from pydantic import (
 from bundle_operator.document.names import (
     ENV_NAME_PATTERN,
 )
+from bundle_operator.platform.models.artifacts import ArtifactRef, Runtime
 from bundle_operator.platform.models.base import (
     ApiModel,
     Entity,
@@ -109,6 +110,8 @@ class McpServerCreate(ApiModel):
     endpoint_url: Url | None = None
     headers_schema: Annotated[list[SchemaFieldIn], Field(max_length=200)] = Field(default_factory=list)
     catalog: Catalog = Field(default_factory=Catalog)
+    runtime: Runtime | None = None
+    artifact: ArtifactRef | None = None
 
 
 class McpServerUpdate(ApiModel):
@@ -122,6 +125,8 @@ class McpServerUpdate(ApiModel):
     endpoint_url: Url | None = None
     headers_schema: Annotated[list[SchemaFieldIn], Field(max_length=200)] | None = None
     catalog: Catalog | None = None
+    runtime: Runtime | None = None
+    artifact: ArtifactRef | None = None
 
 
 class McpServer(Entity):
@@ -136,6 +141,8 @@ class McpServer(Entity):
     endpoint_url: str | None
     headers_schema: list[SchemaField]
     catalog: Catalog
+    runtime: Runtime | None = None
+    artifact: ArtifactRef | None = None
 
 
 # --- MCP instances ----------------------------------------------------------------------------
