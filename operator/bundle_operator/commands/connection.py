@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from bundle_operator.commands.setup_input import add_repeatable
+from bundle_operator.engine.artifacts import ArchiveFiles
 from bundle_operator.engine.merge import OnConflict
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.writer import Persist
@@ -42,10 +43,12 @@ def add_platform_flags(parser: argparse.ArgumentParser, *, required: bool = True
 
 
 def add_install_flags(parser: argparse.ArgumentParser) -> None:
-    """Add --substitute, --activate and --on-conflict."""
+    """Add --substitute, --activate, --artifact and --on-conflict."""
     text = "map a requirement to a local equivalent, e.g. model:gpt-4.1=gpt-5 (repeatable)"
     add_repeatable(parser, "--substitute", "KIND:REF=VALUE", text)
     parser.add_argument("--activate", action="store_true", help="enable the channels and automations")
+    text = "an .mcpb file an MCP of the bundle runs from, uploaded when the platform lacks it (repeatable)"
+    add_repeatable(parser, "--artifact", "FILE", text)
     parser.add_argument(
         "--on-conflict",
         choices=[m.value for m in OnConflict],
@@ -63,6 +66,16 @@ def substitutions(pairs: list[str]) -> dict[str, str]:
             raise UsageError("--substitute takes KIND:REF=VALUE, e.g. model:gpt-4.1=gpt-5")
         out[ref] = value
     return out
+
+
+def artifact_files(paths: list[str]) -> ArchiveFiles | None:
+    """The archives --artifact names, indexed by content; a usage error when one cannot be read."""
+    if not paths:
+        return None
+    try:
+        return ArchiveFiles.of(Path(p) for p in paths)
+    except OSError as exc:
+        raise UsageError(f"--artifact {exc.filename}: {exc.strerror}") from None
 
 
 def uses_platform(args: argparse.Namespace) -> bool:

@@ -16,6 +16,7 @@ from bundle_operator.commands.connection import (
     UsageError,
     add_install_flags,
     add_platform_flags,
+    artifact_files,
     client_for,
     load_record,
     state_path,
@@ -65,6 +66,7 @@ def _inputs(args: argparse.Namespace) -> tuple[ParsedBundle, dict[str, object], 
         activate=args.activate,
         substitutions=substitutions(args.substitute),
         on_conflict=OnConflict(args.on_conflict),
+        artifacts=artifact_files(args.artifact),
     )
     return parsed, supplied, options
 

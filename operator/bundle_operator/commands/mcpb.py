@@ -48,8 +48,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     _reading_options(convert, ("yaml", "json"))
     convert.add_argument(
         "--root",
-        help="the folder the archive is unpacked into on the platform "
-        "(default: /var/lib/bundle-operator/mcpb/<sha256>)",
+        help="the folder a person unpacked the archive into on the platform's disk; without it the "
+        "document refers to the archive itself, which install uploads and the platform unpacks",
     )
     convert.set_defaults(func=_to_bundle)
 

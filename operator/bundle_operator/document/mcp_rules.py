@@ -38,7 +38,7 @@ def check_mcps(bundle: Bundle) -> McpFindings:
     for index, mcp in enumerate(bundle.mcps):
         base = join_pointer("/mcps", index)
         entity = f"mcp:{mcp.key}"
-        if isinstance(mcp, CommandMcp):
+        if isinstance(mcp, CommandMcp) and mcp.artifact is None:
             reason = unsupported_runtime_reason(mcp.command)
             pointer = join_pointer(base, "command")
             argument = plugin_root_argument(mcp.args)

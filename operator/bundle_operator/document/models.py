@@ -21,6 +21,7 @@ SCHEMA_VERSIONS: tuple[str, ...] = (SCHEMA_VERSION, LATEST_SCHEMA_VERSION)
 
 SetupType = Literal["string", "secret", "url", "number", "boolean"]
 McpType = Literal["command", "docker", "url"]
+ArtifactRuntime = Literal["node", "python", "binary"]
 PolicyType = Literal["answer_check", "spend_cap", "tool_approval"]
 RequirementKind = Literal["model", "tool", "knowledge_source"]
 RequirementPolicy = Literal["strip", "block", "substitute"]
@@ -53,13 +54,24 @@ class _McpBase(_Model):
     context_secret: Text | None = None
 
 
+class McpArtifact(_Model):
+    """The .mcpb archive a command MCP runs from, named by content; delivered before the MCP."""
+
+    digest: Text
+    entry: Text
+    # The OS and architecture a binary server's program is built for (``linux/amd64``).
+    platform: Text | None = None
+
+
 class CommandMcp(_McpBase):
-    """An MCP server the platform starts with one of the allowed runtimes."""
+    """An MCP server the platform starts with one of the allowed runtimes, or from its archive."""
 
     type: Literal["command"]
     command: Text
     args: list[Text] = Field(default_factory=list)
     env: dict[str, Text] = Field(default_factory=dict)
+    runtime: ArtifactRuntime | None = None
+    artifact: McpArtifact | None = None
 
 
 class DockerMcp(_McpBase):

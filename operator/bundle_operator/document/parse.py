@@ -10,7 +10,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bundle_operator.document import credential_rules, keys, knowledge_rules, mcp_rules, schedule, setup
+from bundle_operator.document import (
+    artifact_rules,
+    credential_rules,
+    keys,
+    knowledge_rules,
+    mcp_rules,
+    schedule,
+    setup,
+)
 from bundle_operator.document.canonical import digest
 from bundle_operator.document.gateway_rules import check_gateway
 from bundle_operator.document.issues import Code, Issue, blocking
@@ -110,6 +118,7 @@ def _parse_text_data(data: Any, source_map: SourceMap) -> ParsedBundle:
         *setup.check_declarations(bundle),
         *setup.check_placeholders(bundle),
         *findings.issues,
+        *artifact_rules.check_artifacts(bundle),
         *mcp_rules.check_channel_tokens(bundle),
         *credential_rules.check_credentials(bundle),
         *check_skills(bundle, source_map),

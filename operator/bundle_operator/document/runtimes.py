@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import platform
+import sys
 from collections.abc import Sequence
 
 ALLOWED_COMMAND_RUNTIMES: frozenset[str] = frozenset(
@@ -35,3 +37,26 @@ def plugin_root_argument(args: Sequence[str]) -> int | None:
 def plugin_root_argument_reason() -> str:
     """Why a command MCP whose arguments refer to the plugin root is skipped."""
     return f"an argument refers to {PLUGIN_ROOT_VARIABLE}, which exists only inside a plugin"
+
+
+# Python's names for machines, as Go and container platforms name the same architectures.
+_ARCHITECTURES = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "i386": "386",
+    "i686": "386",
+    "armv7l": "arm",
+    "riscv64": "riscv64",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+}
+
+
+def host_platform() -> str:
+    """This machine as ``<os>/<arch>`` (``linux/amd64``): MCPB's OS names, Go's architecture names."""
+    system = sys.platform
+    os_name = "linux" if system.startswith("linux") else system
+    machine = platform.machine().lower()
+    return f"{os_name}/{_ARCHITECTURES.get(machine, machine)}"

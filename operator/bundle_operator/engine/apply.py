@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bundle_operator.engine import artifacts
+from bundle_operator.engine.artifacts import ArtifactUnavailable
 from bundle_operator.engine.entities import (
     create_entity,
     planned_creates,
@@ -126,8 +128,8 @@ class InstallFailed(Exception):
         """What went wrong, never quoting a value: the platform's problem detail, or for a request
         the API models refused before it was sent, each field with the rule it broke."""
         cause = self.cause
-        if isinstance(cause, PlatformError):
-            return str(cause)
+        if isinstance(cause, PlatformError | ArtifactUnavailable):
+            return str(cause)  # an archive's message names its digest and why, never a value
         if isinstance(cause, ValidationError):
             # str(ValidationError) repeats the input, which may be a secret: only the rules.
             rules = dict.fromkeys(f"{_loc(e['loc'])}: {e['msg']}" for e in cause.errors())
@@ -429,6 +431,7 @@ def writer_for(
     writer.revisions = {
         i: e.revision for items in planned.snapshot.entities.values() for i, e in items.items()
     }
+    writer.artifact_files = planned.options.artifacts
     for kind in ALL:
         kind.begin(writer, planned.snapshot)
     return writer
@@ -446,6 +449,11 @@ async def roll_back_journal(writer: Writer, deleted: list[str] | None = None) ->
             continue
         if entry.idempotency_key in writer.ahead and entry.idempotency_key not in writer.sent:
             entry.state = "deleted"  # journaled ahead by this run and never sent: nothing to undo
+            continue
+        if entry.path == artifacts.PATH:
+            # An upload is named by its digest, not found by key: delete it (the platform keeps it
+            # while anything runs from it, and a missing one is already undone).
+            entry.state, entry.seq = "created", record.next_seq()
             continue
         # Did the create land? Ask the platform by idempotency key: that works after a crash too,
         # when the request body is gone with the process that built it.

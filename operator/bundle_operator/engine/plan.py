@@ -18,6 +18,7 @@ from typing import Any
 from bundle_operator.document.issues import Code, Issue, blocking, shown, warning
 from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.engine.analyze import analyze_with_values
+from bundle_operator.engine.artifacts import ArtifactFiles
 from bundle_operator.engine.desired import Desired, Inputs
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.kinds import ALL, BY_NAME, ORDER, deletion_order
@@ -30,6 +31,7 @@ from bundle_operator.engine.preview import Action, EntityPlan, Preview
 from bundle_operator.engine.record import Record, RecordedEntity, secret_hash
 from bundle_operator.engine.requirements import Requirements, check_requirements
 from bundle_operator.engine.snapshot import Snapshot
+from bundle_operator.platform.errors import NotFound
 from bundle_operator.platform.protocol import PlatformAPI
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,8 @@ class Options:
     activate: bool = False
     substitutions: Mapping[str, str] = field(default_factory=dict)
     on_conflict: OnConflict = OnConflict.FAIL
+    # Where archives of MCPs made from an .mcpb come from, when the platform lacks them.
+    artifacts: ArtifactFiles | None = None
 
 
 @dataclass
@@ -225,7 +229,11 @@ async def plan(
     planned.aliases, planned.bound = checked.aliases, checked.bound
     ids = _decide_levels(planned, issues)
     # What the platform found since the install (discovery) that the bundle's curation now hides.
-    found = [*await _names_taken(platform, planned), *shadowed_tool_issues(parsed.bundle, snapshot)]
+    found = [
+        *await _names_taken(platform, planned),
+        *shadowed_tool_issues(parsed.bundle, snapshot),
+        *await _archives_missing(platform, planned),
+    ]
     issues += [i.with_line(parsed.source_map.line_of(i.path)) for i in found]
     _plan_removals(planned, issues)
     planned.preview = _preview(planned, ids, skipped, issues)
@@ -299,6 +307,39 @@ def _kept_issue(recorded: RecordedEntity, edited: list[str]) -> Issue:
         "longer belongs to the install, which creates its own"
     )
     return warning(Code.ENTITY_KEPT, message, entity=recorded.entity)
+
+
+async def _archives_missing(platform: PlatformAPI, planned: Plan) -> list[Issue]:
+    """An archive an MCP would run from that neither the platform nor this run has blocks."""
+    assert planned.inputs is not None
+    index = {mcp.key: i for i, mcp in enumerate(planned.inputs.bundle.mcps)}
+    given = planned.options.artifacts
+    issues: list[Issue] = []
+    checked: set[str] = set()
+    for item in planned.items:
+        artifact = item.desired.spec.get("server", {}).get("artifact") if item.desired.kind == "mcp" else None
+        if item.action not in ("CREATE", "UPDATE") or artifact is None:
+            continue
+        digest = artifact["digest"]
+        if digest in checked or (given is not None and given.holds(digest)):
+            continue
+        checked.add(digest)
+        try:
+            await platform.get_artifact(planned.workspace, digest)
+            continue
+        except NotFound:
+            pass
+        issues.append(
+            blocking(
+                Code.ARTIFACT_UNAVAILABLE,
+                f"MCP '{shown(item.desired.key)}' runs from the archive {digest}, which the platform does "
+                "not hold and this install was not given; give the .mcpb file "
+                "(bundlectl install --artifact FILE) or install from a Bundle whose source provides it",
+                f"/mcps/{index.get(item.desired.key, 0)}/artifact/digest",
+                item.desired.entity,
+            )
+        )
+    return issues
 
 
 async def _names_taken(platform: PlatformAPI, planned: Plan) -> list[Issue]:

@@ -10,15 +10,18 @@ store with the next persist: a crash before that costs one lookup by idempotency
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bundle_operator.engine import artifacts
+from bundle_operator.engine.artifacts import ArtifactFiles, ArtifactUnavailable
 from bundle_operator.engine.record import JournalEntry, Part, Record, idempotency_key
 from bundle_operator.platform import kinds
-from bundle_operator.platform.errors import NotFound, PlatformError
+from bundle_operator.platform.errors import Conflict, NotFound, PlatformError
 from bundle_operator.platform.kinds import Kind
 from bundle_operator.platform.models import ApiModel, Entity
 from bundle_operator.platform.protocol import PlatformAPI
@@ -75,6 +78,10 @@ class Writer:
     # Revisions of keyed sources as the plan read them, and as our own writes left them
     # ((set id, key) -> revision): a source edited since the plan fails its write (412).
     source_revisions: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Where the archives of MCPs made from an .mcpb come from, and this run's deliveries by digest
+    # (two MCPs of one archive upload it once).
+    artifact_files: ArtifactFiles | None = None
+    deliveries: dict[str, asyncio.Task[Part | None]] = field(default_factory=dict)
 
     def saw(self, kind: Kind[Any, Any, Any], entity: Entity) -> Entity:
         """Keep the platform's answer to a write of ``entity``; returns it."""
@@ -131,14 +138,64 @@ class Writer:
         self.revisions[entity_id] = updated.revision
         return updated
 
+    async def deliver_artifact(self, entity: str, digest: str) -> Part | None:
+        """Make sure the platform holds the archive ``digest``; the part when this run uploaded it
+        (once per digest: other callers get None, and so does an archive already there)."""
+        task = self.deliveries.get(digest)
+        if task is not None:
+            await task
+            return None
+        task = asyncio.ensure_future(self._deliver(entity, digest))
+        self.deliveries[digest] = task
+        return await task
+
+    async def _deliver(self, entity: str, digest: str) -> Part | None:
+        self.calls += 1
+        try:
+            await self.platform.get_artifact(self.workspace, digest)
+            return None  # there already (another installation's, or a person's): never this run's to delete
+        except NotFound:
+            pass
+        if self.artifact_files is None:
+            raise ArtifactUnavailable(digest, "this run was given no archives")
+        data = await self.artifact_files.read(digest)
+        # Journaled before the upload with its id (the digest), so a rollback after a crash finds it.
+        key = idempotency_key(self.record, self.fingerprint, self.attempt, entity, "artifact")
+        entry = JournalEntry(
+            entity=entity, role="artifact", path=artifacts.PATH, idempotency_key=key, id=digest
+        )
+        self.record.journal.append(entry)
+        await self.persist(self.record)
+        self.calls += 1
+        await self.platform.put_artifact(self.workspace, digest, data)
+        entry.state = "created"
+        entry.seq = self.record.next_seq()
+        return Part(role="artifact", path=artifacts.PATH, id=digest)
+
     async def delete(self, path: str, entity_id: str) -> None:
         """Delete one platform entity; already gone counts as done."""
+        if path == artifacts.PATH:
+            await self._delete_artifact(entity_id)
+            return
         kind = kinds.BY_PATH[path]
         self.calls += 1
         with contextlib.suppress(NotFound):
             await self.platform.delete(self.workspace, kind, entity_id)
         self.written.get(path, {}).pop(entity_id, None)
         self.gone.add((path, entity_id))
+
+    async def _delete_artifact(self, digest: str) -> None:
+        """Delete an archive this installation uploaded, unless an MCP server spec still runs from it."""
+        self.calls += 1
+        try:
+            await self.platform.delete_artifact(self.workspace, digest)
+        except NotFound:
+            pass
+        except Conflict as exc:
+            if exc.code != "artifact_in_use":
+                raise
+            # Another installation's MCP runs from the same archive: it stays for that one.
+            log.info("the archive %s stays: another MCP server spec still uses it", digest)
 
     async def failed_to_delete(self, part: Part, entity: str) -> bool:
         """Delete one part; log and answer True when the platform would not."""

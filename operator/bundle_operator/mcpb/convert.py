@@ -1,21 +1,26 @@
 """Turn an accepted .mcpb archive into a bundle document (schema_version 0.1.0) with one command MCP.
 
-How the archive maps:
+How the archive maps (DESIGN.md §9.7):
 
-- The archive is meant to be unpacked (``extract_file``) into a folder the platform can read. That
-  folder is ``root``; by default ``/var/lib/bundle-operator/mcpb/<archive sha256>``, so the path is
-  content-addressed: the same archive always maps to the same folder and the document pins the
-  exact archive it was made from. ``${__dirname}`` in args and env becomes that folder.
-- The command stays what the manifest says for the chosen platform. ``node``, ``python`` and
-  ``python3`` are runtimes the bundle format allows, so a node or python bundle becomes
-  ``node <root>/server/index.js ...``, which runs as it is. A binary bundle's command is a program
-  inside the archive: it becomes ``<root>/<path>``, a local path, which the analyzer reports as
-  SKIPPED with its reason rather than running it. ``to_bundle`` says so in its warnings.
+- The MCP refers to the archive itself: ``runtime`` (node, python or binary, the manifest's server
+  type), ``artifact: {digest, entry}`` (the archive's SHA-256 and its entry point) and, for a
+  binary server, ``artifact.platform``: the OS and architecture its program was built for, read
+  from the program's header. The engine uploads the archive to the platform before the MCP, and
+  the platform unpacks it into a folder of its own: ``${__dirname}`` stays in the command, args and
+  env for the platform to resolve, so no path of any disk is written into the document.
+- ``node``, ``python`` and ``python3`` stay as the command; a binary server's command is
+  ``${__dirname}/<program>``.
+- The document also has a gateway named after the bundle with the server as its only member, so
+  an Endpoint can serve it to MCP clients like any gateway bundle.
 - Each user_config entry becomes a setup field (see ``setup_fields``) and ``${user_config.x}``
   becomes ``${setup.x}``. ``${pathSeparator}`` / ``${/}`` become the platform's separator.
   ``${HOME}``, ``${DESKTOP}``, ``${DOCUMENTS}`` and ``${DOWNLOADS}`` stay as written, in args, env
   and setup defaults alike: they are the folders of the instance the server runs as, so the platform
   resolves them when it launches the server, never the machine that converts.
+- With ``root`` (``bundlectl mcpb to-bundle --root``), the archive is one a person unpacked into
+  ``root`` on the platform's disk themselves: ``${__dirname}`` becomes that folder, the MCP has no
+  artifact and no gateway is added; a binary server's command is then a local path, which the
+  analyzer reports as SKIPPED.
 - The bundle's name is the manifest's name made valid for the format (spaces become ``-``).
 - A uv bundle (``not_runnable``) or a refused archive has no document.
 """
@@ -37,7 +42,8 @@ from bundle_operator.mcpb.reader import Inspection
 from bundle_operator.mcpb.setup_fields import SetupField
 
 SCHEMA_VERSION = "0.1.0"
-DEFAULT_ROOT_PARENT = "/var/lib/bundle-operator/mcpb"
+DIRNAME = "${__dirname}"
+RUNTIME_OF_SERVER_TYPE = {"node": "node", "python": "python", "binary": "binary"}
 
 
 @dataclass
@@ -50,11 +56,6 @@ class Conversion:
     def to_yaml(self) -> str:
         """The document as YAML, fields in the order of the format."""
         return yaml.safe_dump(self.document, sort_keys=False, allow_unicode=True)
-
-
-def default_root(inspection: Inspection) -> str:
-    """The content-addressed folder the archive is expected to be unpacked into."""
-    return f"{DEFAULT_ROOT_PARENT}/{inspection.sha256}"
 
 
 def bundle_name(name: str) -> str:
@@ -70,10 +71,10 @@ def mcp_key(name: str) -> str:
     return key if key[:1].isalpha() else f"mcp_{key}"
 
 
-def _substitute(text: str, root: str, separator: str, setup_keys: Mapping[str, str]) -> str:
+def _substitute(text: str, root: str | None, separator: str, setup_keys: Mapping[str, str]) -> str:
     def value(name: str) -> str:
         if name == "__dirname":
-            return root
+            return DIRNAME if root is None else root
         if name in ("pathSeparator", "/"):
             return separator
         if name.startswith("user_config."):
@@ -100,7 +101,8 @@ def to_bundle(inspection: Inspection, *, root: str | None = None) -> Conversion:
         )
     manifest, launch = inspection.parsed_manifest, inspection.launch
     assert manifest is not None and launch is not None
-    root = (root or default_root(inspection)).rstrip("/") or "/"
+    if root is not None:
+        root = root.rstrip("/") or "/"
     separator = "\\" if inspection.platform == "win32" else "/"
     setup_keys = {f.source_key: f.key for f in inspection.setup}
 
@@ -111,16 +113,25 @@ def to_bundle(inspection: Inspection, *, root: str | None = None) -> Conversion:
     command = launch.command
     if command not in RUNTIMES:
         command = sub(command)  # a program inside the bundle: the reader checked it is ${__dirname}/...
-    reason = unsupported_runtime_reason(command)
-    if reason is not None:
-        warnings.append(f"the MCP will be SKIPPED by the analyzer: {reason}")
-    mcp: dict[str, Any] = {
-        "key": mcp_key(manifest.name),
-        "name": manifest.display_name or manifest.name,
-        "type": "command",
-        "command": command,
-        "args": [sub(a) for a in launch.args],
-    }
+    key = mcp_key(manifest.name)
+    mcp: dict[str, Any] = {"key": key, "name": manifest.display_name or manifest.name, "type": "command"}
+    if root is None:
+        mcp["runtime"] = RUNTIME_OF_SERVER_TYPE[manifest.server.type]
+        artifact = {"digest": f"sha256:{inspection.sha256}", "entry": manifest.server.entry_point}
+        if manifest.server.type == "binary":
+            if inspection.program_platform is None:
+                warnings.append(
+                    "the server's program is not a known executable format; the platform may not run it"
+                )
+            else:
+                artifact["platform"] = inspection.program_platform
+        mcp["artifact"] = artifact
+    else:
+        reason = unsupported_runtime_reason(command)
+        if reason is not None:
+            warnings.append(f"the MCP will be SKIPPED by the analyzer: {reason}")
+    mcp["command"] = command
+    mcp["args"] = [sub(a) for a in launch.args]
     if launch.env:
         mcp["env"] = {k: sub(v) for k, v in launch.env.items()}
     name = bundle_name(manifest.name)
@@ -137,4 +148,6 @@ def to_bundle(inspection: Inspection, *, root: str | None = None) -> Conversion:
     if inspection.setup:
         document["setup"] = [_setup_entry(f) for f in inspection.setup]
     document["mcps"] = [mcp]
+    if root is None:
+        document["gateway"] = {"description": manifest.description or mcp["name"], "members": [key]}
     return Conversion(document=document, warnings=warnings)

@@ -169,6 +169,11 @@ def _inside_bundle(path: str, platform: str, limits: Limits) -> str | None:
         return None
 
 
+def program_path(command: str, platform: str, limits: Limits) -> str | None:
+    """The archive path of a command that is a program inside the bundle, or None."""
+    return None if command in RUNTIMES else _inside_bundle(command, platform, limits) or None
+
+
 def check_launch(
     config: LaunchConfig,
     platform: str,

@@ -23,6 +23,7 @@ from bundle_operator.mcpb import signature
 from bundle_operator.mcpb.container import Layout, content_digest, read_layout
 from bundle_operator.mcpb.entries import Entry, check_entries, check_relative_path
 from bundle_operator.mcpb.errors import Refused
+from bundle_operator.mcpb.executables import HEAD_BYTES, executable_platform
 from bundle_operator.mcpb.inflate import RandomAccess, Stopped, UnpackCounter, data_ranges, stream_entry
 from bundle_operator.mcpb.launch import (
     PLATFORMS,
@@ -30,6 +31,7 @@ from bundle_operator.mcpb.launch import (
     check_launch,
     check_platform,
     effective_config,
+    program_path,
 )
 from bundle_operator.mcpb.limits import DEFAULT_LIMITS, Limits
 from bundle_operator.mcpb.manifest import Manifest, parse_manifest
@@ -87,6 +89,8 @@ class Inspection:
     entries: list[Entry] = field(default_factory=list)
     layout: Layout | None = None
     data_starts: dict[int, int] = field(default_factory=dict)
+    # A binary server's program: the <os>/<arch> its header says it was built for (None: unknown).
+    program_platform: str | None = None
 
     @property
     def refused(self) -> bool:
@@ -193,7 +197,8 @@ def _read(snap: Snapshot, result: Inspection, limits: Limits) -> None:
     if manifest_entry.uncompressed_size > limits.max_manifest_bytes:
         raise Refused("manifest_too_large", f"manifest.json is larger than {limits.max_manifest_bytes} bytes")
     result.data_starts = data_ranges(f, entries, layout.cd_offset)
-    manifest_bytes = _inflate_all(f, entries, result.data_starts, limits)
+    heads: dict[str, bytearray] = {}
+    manifest_bytes = _inflate_all(f, entries, result.data_starts, limits, heads)
 
     manifest = parse_manifest(manifest_bytes)
     result.parsed_manifest = manifest
@@ -213,11 +218,17 @@ def _read(snap: Snapshot, result: Inspection, limits: Limits) -> None:
         env=launch.env,
         platforms=supported,
     )
-    _check_manifest_rules(manifest, launch, result, set(files), limits)
+    _check_manifest_rules(manifest, launch, result, set(files), limits, heads)
 
 
-def _inflate_all(f: BinaryIO, entries: list[Entry], starts: dict[int, int], limits: Limits) -> bytes:
-    """Inflate every file entry, keeping only the manifest's bytes.
+def _inflate_all(
+    f: BinaryIO,
+    entries: list[Entry],
+    starts: dict[int, int],
+    limits: Limits,
+    heads: dict[str, bytearray] | None = None,
+) -> bytes:
+    """Inflate every file entry, keeping the manifest's bytes (and each file's first bytes in ``heads``).
 
     Inflating is most of the work on compressible archives and the codec (ISA-L or zlib) lets go
     of the GIL, so big archives are split between a few threads. The refusal reported is the one
@@ -229,7 +240,17 @@ def _inflate_all(f: BinaryIO, entries: list[Entry], starts: dict[int, int], limi
     files = sorted((e for e in entries if not e.is_dir), key=lambda e: e.local_offset)
 
     def sink_for(entry: Entry) -> Callable[[bytes], None] | None:
-        return manifest.extend if entry.name == MANIFEST_NAME else None
+        if entry.name == MANIFEST_NAME:
+            return manifest.extend
+        if heads is None:
+            return None
+        head = heads.setdefault(entry.name, bytearray())
+
+        def keep_head(chunk: bytes) -> None:
+            if len(head) < HEAD_BYTES:
+                head.extend(chunk[: HEAD_BYTES - len(head)])
+
+        return keep_head
 
     workers = min(INFLATE_WORKERS, os.cpu_count() or 1)
     if workers < 2 or sum(e.compressed_size for e in files) < PARALLEL_FROM_BYTES:
@@ -287,6 +308,7 @@ def _check_manifest_rules(
     result: Inspection,
     files: set[str],
     limits: Limits,
+    heads: dict[str, bytearray],
 ) -> None:
     compatibility = manifest.compatibility
     check_platform(compatibility.platforms if compatibility else None, result.platform)
@@ -307,4 +329,8 @@ def _check_manifest_rules(
         result.reason = "uv bundles install packages when they start; this one is read but not run"
         return
     check_launch(launch, result.platform, files, user_keys, limits)
+    if server.type == "binary":
+        program = program_path(launch.command, result.platform, limits)
+        if program is not None:
+            result.program_platform = executable_platform(bytes(heads.get(program, b"")))
     result.verdict, result.code, result.reason = "accepted", None, None

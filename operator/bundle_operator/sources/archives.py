@@ -20,6 +20,7 @@ from bundle_operator.mcpb.errors import Refused, printable
 from bundle_operator.mcpb.limits import DEFAULT_LIMITS
 from bundle_operator.mcpb.reader import Inspection, inspect_file, inspect_open
 from bundle_operator.mcpb.signature import SignatureResult
+from bundle_operator.sources.archive_store import ARCHIVES
 from bundle_operator.sources.downloads import downloaded
 from bundle_operator.sources.models import McpbSource, SignatureStatus
 from bundle_operator.sources.resolution import BoundedCache, SourceError, SourceSettings
@@ -63,11 +64,13 @@ _ARCHIVES: BoundedCache[Archive] = BoundedCache(CACHE_MAX_ENTRIES, CACHE_MAX_SOU
 def clear_archives() -> None:
     """Forget every archive read (tests; a fresh start)."""
     _ARCHIVES.clear()
+    ARCHIVES.clear()
 
 
 def cached_download(url: str, sha256: str) -> Archive | None:
-    """The archive read from ``url`` with ``sha256`` earlier, without any network call."""
-    return _ARCHIVES.get(("url", url, sha256))
+    """The archive read from ``url`` with ``sha256`` earlier, without any network call (None when
+    its bytes, which an install uploads, are no longer kept)."""
+    return _ARCHIVES.get(("url", url, sha256)) if ARCHIVES.has(sha256) else None
 
 
 async def archive_from_url(
@@ -76,9 +79,11 @@ async def archive_from_url(
     """The archive at ``url``, downloaded (at most 128 MiB) and checked against ``sha256``, then read."""
     key = ("url", url, sha256)
     archive = _ARCHIVES.get(key)
-    if archive is None:
+    if archive is None or not ARCHIVES.has(sha256):
         async with downloaded(url, sha256, ARCHIVE_MAX_BYTES, settings, field, too_large=too_large) as path:
             archive = await asyncio.to_thread(_read_archive_file, path, field)
+            if archive.parsed is not None:
+                await asyncio.to_thread(ARCHIVES.keep_file, path, sha256)
         _ARCHIVES.put(key, archive, _ARCHIVE_WEIGHT)
     return archive
 
@@ -98,6 +103,8 @@ async def archive_from_bytes(data: bytes, pinned: str | None, field: str) -> Arc
     if archive is None:
         archive = await asyncio.to_thread(_read_archive_bytes, data)
         _ARCHIVES.put(key, archive, _ARCHIVE_WEIGHT)
+    if archive.parsed is not None and not ARCHIVES.has(sha256):
+        await asyncio.to_thread(ARCHIVES.keep_bytes, data, sha256)
     return archive
 
 

@@ -24,6 +24,7 @@ from bundle_operator.registry.records import (
     package_verdicts,
     record_label,
 )
+from bundle_operator.sources.archive_store import ARCHIVES
 from bundle_operator.sources.archives import (
     CACHE_MAX_ENTRIES,
     Archive,
@@ -63,7 +64,7 @@ async def resolve_registry(
     """
     if reuse and source.version != LATEST and source.file_sha256 is not None:
         hit = _RESOLVED.get(_key(source.url, source.server, source.version, source.file_sha256))
-        if hit is not None:
+        if hit is not None and ARCHIVES.has(source.file_sha256):
             return hit
     try:
         client = RegistryClient(
@@ -103,6 +104,7 @@ async def resolve_registry(
         f"registry {source.server} {first.version}",
         source=status,
         warnings=(choice.warning,) if choice.warning else (),
+        archives=(f"sha256:{choice.sha256}",),
     )
     _RESOLVED.put(_key(client.base, source.server, first.version, choice.sha256), resolved, _RESOLVED_WEIGHT)
     return resolved

@@ -38,6 +38,8 @@ class Resolved:
     origin: str
     source: SourceStatus | None = None
     warnings: tuple[str, ...] = field(default=())
+    # The archives (``sha256:<hex>``) the document's MCPs run from, which this source provided.
+    archives: tuple[str, ...] = ()
 
 
 class SourceError(Exception):

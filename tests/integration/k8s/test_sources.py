@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from bundle_operator.document.models import CommandMcp
 from bundle_operator.document.issues import Code as IssueCode
 from bundle_operator.document.issues import Issue, blocking, warning
 from bundle_operator.document.parse import parse_bundle_text
@@ -353,8 +354,12 @@ async def test_an_unsigned_archive_from_config_map_binary_data(
     bundle = resolved.parsed.bundle
     assert bundle is not None and not resolved.parsed.blocking, resolved.parsed.issues
     assert (bundle.name, bundle.version) == ("notes", "0.4.1")
-    root = "/var/lib/bundle-operator/mcpb/" + hashlib.sha256(archives.unsigned).hexdigest()
-    assert bundle.mcps[0].args[0] == f"{root}/server/index.js"  # type: ignore[union-attr]
+    # The MCP runs from the archive itself, which the installation may upload: this one, by content.
+    digest = "sha256:" + hashlib.sha256(archives.unsigned).hexdigest()
+    mcp = bundle.mcps[0]
+    assert isinstance(mcp, CommandMcp) and mcp.artifact is not None
+    assert (mcp.artifact.digest, mcp.args[0]) == (digest, "${__dirname}/server/index.js")
+    assert resolved.archives == (digest,)
     # ${DOCUMENTS} is the instance's folder, resolved where the server launches, not the operator's.
     assert [(f.key, f.default) for f in bundle.setup] == [
         ("token", None),

@@ -11,7 +11,9 @@ import pytest
 import yaml
 
 from bundle_operator.cli import main
-from bundle_operator.document import parse_bundle_text
+from bundle_operator.document import ParsedBundle, parse_bundle_text
+from bundle_operator.document.artifact_rules import check_artifacts
+from bundle_operator.document.issues import Issue
 from tests.documents import bundle_document
 
 from .craft import (
@@ -209,26 +211,76 @@ def test_to_bundle_prints_a_document_the_bundle_parser_accepts(
     )
 
 
-def test_to_bundle_roots_the_bundle_at_a_content_addressed_folder_by_default(
+def test_to_bundle_refers_to_the_archive_and_serves_it_through_a_gateway_by_default(
     capsys: pytest.CaptureFixture[str], archive: Path
 ) -> None:
     import hashlib
 
-    _, out, _ = _to_bundle(capsys, archive, "-o", "json")
+    code, out, err = _to_bundle(capsys, archive, "-o", "json")
+    assert (code, err) == (0, "")
     doc = json.loads(out)
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
-    assert doc["mcps"][0]["args"][0] == f"/var/lib/bundle-operator/mcpb/{sha}/server/index.js"
+    [mcp] = doc["mcps"]
+    assert mcp["runtime"] == "node"
+    assert mcp["artifact"] == {"digest": f"sha256:{sha}", "entry": "server/index.js"}
+    # The platform unpacks the archive where it likes: no disk path is written, only ${__dirname}.
+    assert (mcp["command"], mcp["args"][0]) == ("node", "${__dirname}/server/index.js")
+    assert "/var/lib" not in out
+    assert doc["gateway"] == {"description": "Forecasts for a city", "members": ["weather"]}
+    parsed = parse_bundle_text(out)
+    assert parsed.bundle is not None and not parsed.skipped
+    assert [i.code for i in parsed.issues] == ["runs_from_archive"]
 
 
-def test_a_binary_bundle_converts_with_a_warning_that_the_analyzer_skips_it(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def analyze_for(parsed: ParsedBundle, platform: str) -> list[Issue]:
+    """The artifact issues of a parsed document on a platform of the given OS and architecture."""
+    assert parsed.bundle is not None
+    return check_artifacts(parsed.bundle, platform)
+
+
+def _elf_head(machine: int) -> bytes:
+    # A 64-bit little-endian ELF header up to e_machine: what the reader looks at.
+    return b"\x7fELF\x02\x01\x01" + bytes(9) + b"\x02\x00" + machine.to_bytes(2, "little") + bytes(44)
+
+
+def _binary_bundle(tmp_path: Path, program: bytes) -> Path:
     manifest = base_manifest(
         server=mcp_config(command="${__dirname}/bin/weather", args=["--dir", "${HOME}/w"]),
         name="weather tool",
     )
     manifest["server"]["type"], manifest["server"]["entry_point"] = "binary", "bin/weather"
-    path = build(tmp_path / "bin.mcpb", manifest, {"bin/weather": b"\x7fELF"}, {"bin/weather": 0o755})
+    return build(tmp_path / "bin.mcpb", manifest, {"bin/weather": program}, {"bin/weather": 0o755})
+
+
+def test_a_binary_bundle_names_the_platform_its_program_was_built_for(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = _to_bundle(capsys, _binary_bundle(tmp_path, _elf_head(0xB7)))
+    assert code == 0 and "SKIPPED" not in err
+    mcp = yaml.safe_load(out)["mcps"][0]
+    assert (mcp["runtime"], mcp["command"]) == ("binary", "${__dirname}/bin/weather")
+    assert mcp["artifact"]["entry"] == "bin/weather" and mcp["artifact"]["platform"] == "linux/arm64"
+    parsed = parse_bundle_text(out)
+    assert parsed.bundle is not None and not parsed.skipped
+    [issue] = [i for i in analyze_for(parsed, "linux/amd64") if i.blocking]
+    assert (issue.code, issue.path) == ("binary_platform", "/mcps/0/artifact/platform")
+    assert "built for linux/arm64, and this platform is linux/amd64" in issue.message
+    assert not [i for i in analyze_for(parsed, "linux/arm64") if i.blocking]
+
+
+def test_a_binary_whose_format_is_unknown_converts_with_a_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = _to_bundle(capsys, _binary_bundle(tmp_path, b"#!/bin/sh\necho hi\n"))
+    assert code == 0
+    assert "not a known executable format" in err
+    assert "platform" not in yaml.safe_load(out)["mcps"][0]["artifact"]
+
+
+def test_a_binary_bundle_unpacked_by_hand_converts_with_a_warning_that_the_analyzer_skips_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = _binary_bundle(tmp_path, b"\x7fELF")
     code, out, err = _to_bundle(capsys, path, "--root", "/srv/w")
     assert code == 0
     assert "warning: the MCP will be SKIPPED by the analyzer" in err

@@ -42,6 +42,7 @@ from bundle_operator.platform.models import (
 from bundle_operator.platform.protocol import PlatformAPI
 
 CONTEXT_SECRET = "context_secret"  # sent with the instance, never a platform secret of its own
+ARTIFACT_FIELDS = ("runtime", "artifact")  # in a server spec only when it runs from an archive
 
 # Why an export replaced a value (the wording of the report).
 CREDENTIAL_NAME = "credential-like name"
@@ -94,6 +95,10 @@ def desired_mcp(mcp: Mcp, inputs: Inputs) -> Desired:
     if isinstance(mcp, CommandMcp | DockerMcp):
         if isinstance(mcp, CommandMcp):
             server["command"] = mcp.command
+            if mcp.artifact is not None:
+                # The platform runs it from its own copy of the archive: what runs, by content.
+                server["runtime"] = mcp.runtime
+                server["artifact"] = {"digest": mcp.artifact.digest, "entry": mcp.artifact.entry}
         else:
             server["image"] = mcp.image
         server["endpoint_url"] = None
@@ -138,6 +143,7 @@ def server_fields(server: dict[str, Any]) -> dict[str, Any]:
         "endpoint_url": server["endpoint_url"],
         "env_schema": [SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["env_schema"]],
         "headers_schema": [SchemaFieldIn(name=e["name"], type=e["type"]) for e in server["headers_schema"]],
+        **{name: server[name] for name in ARTIFACT_FIELDS if name in server},
     }
 
 
@@ -162,6 +168,13 @@ def instance_values(instance: dict[str, Any], secret_ids: dict[str, str]) -> dic
         "args": None if instance["args"] is None else [value(a) for a in instance["args"]],
         "endpoint_url": value(instance["endpoint_url"]),
     }
+
+
+def _artifact_fields(server: McpServer) -> dict[str, Any]:
+    """A live server's runtime and archive in spec form, when it runs from one."""
+    if server.artifact is None:
+        return {}
+    return {"runtime": server.runtime, "artifact": server.artifact.model_dump(mode="json")}
 
 
 def _schema(entries: list[SchemaField]) -> list[dict[str, Any]]:
@@ -205,6 +218,7 @@ class McpKind(EntityKind):
                 "endpoint_url": server.endpoint_url,
                 "env_schema": _schema(server.env_schema),
                 "headers_schema": _schema(server.headers_schema),
+                **_artifact_fields(server),
             },
             "instance": {
                 "name": instance.name,
@@ -228,6 +242,11 @@ class McpKind(EntityKind):
                 part = await _create_secret(writer, desired.entity, desired.key, site, value)
                 secret_ids[site] = part.id
                 parts.append(part)
+        artifact = desired.spec["server"].get("artifact")
+        if artifact is not None:
+            delivered = await writer.deliver_artifact(desired.entity, artifact["digest"])
+            if delivered is not None:
+                parts.append(delivered)
         server = await writer.create(
             desired.entity, "server", kinds.MCP_SERVERS, server_create(desired.spec["server"])
         )
@@ -260,8 +279,20 @@ class McpKind(EntityKind):
             secret_ids[site] = part.id
             parts.append(part)
         if target["server"] != current["server"]:
-            body = kinds.MCP_SERVERS.update(**server_fields(target["server"]))
-            await writer.update(kinds.MCP_SERVERS, by_role["server"].id, body)
+            fields = server_fields(target["server"])
+            artifact = target["server"].get("artifact")
+            if artifact is not None and artifact != current["server"].get("artifact"):
+                delivered = await writer.deliver_artifact(recorded.entity, artifact["digest"])
+                if delivered is not None:
+                    parts.append(delivered)
+            elif artifact is None and "artifact" in current["server"]:
+                fields.update(runtime=None, artifact=None)  # no longer runs from an archive
+            await writer.update(kinds.MCP_SERVERS, by_role["server"].id, kinds.MCP_SERVERS.update(**fields))
+            # The archive it ran from goes once the whole run has worked (if this installation
+            # uploaded it and nothing else runs from it).
+            for old in [p for p in parts if p.role == "artifact" and p.id != (artifact or {}).get("digest")]:
+                writer.retired.append((old, recorded.entity))
+                parts.remove(old)
         instance = target["instance"]
         context_changed = secrets.values is not None and CONTEXT_SECRET in secrets.changed
         if instance != current["instance"] or context_changed:
@@ -381,6 +412,10 @@ def _export_process(
     doc: dict[str, Any], base: str, instance: McpInstance, server: McpServer, screen: _Screen
 ) -> None:
     if server.type == "command":
+        if server.artifact is not None:
+            # The archive stays on the platform, named by content: the export runs from the same one.
+            doc["runtime"] = server.runtime
+            doc["artifact"] = server.artifact.model_dump(mode="json")
         doc["command"] = server.command
     else:
         doc["image"] = server.image

@@ -176,11 +176,13 @@ async def _resolve_mcpb(
         assert source.sha256 is not None  # _check_mcpb
         archive = await archive_from_url(source.url, source.sha256, settings, "spec.source.mcpb.url")
         parsed, signature = accept(archive, policy, in_secret=False)
-        return Resolved(parsed, signature, f"mcpb {shown_url(source.url)}")
+        held = (f"sha256:{source.sha256}",)
+        return Resolved(parsed, signature, f"mcpb {shown_url(source.url)}", archives=held)
     data, field, origin = await _archive_bytes(source, namespace, reader)
     archive = await archive_from_bytes(data, source.sha256, field)
     parsed, signature = accept(archive, policy, in_secret=source.secret_ref is not None)
-    return Resolved(parsed, signature, origin)
+    held = ("sha256:" + hashlib.sha256(data).hexdigest(),)
+    return Resolved(parsed, signature, origin, archives=held)
 
 
 def _check_mcpb(source: McpbSource) -> None:

@@ -19,6 +19,7 @@ from bundle_operator.engine.plan import Options
 from bundle_operator.engine.record import Record
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.bundle.sources import SourceError, resolve
+from bundle_operator.k8s.installation.archives import SourceArchives
 from bundle_operator.k8s.installation.setup import SetupProblem
 from bundle_operator.k8s.installation.state import StateStore
 from bundle_operator.k8s.kube import Kube
@@ -72,6 +73,8 @@ class Inputs:
     store: StateStore
     record: Record
     setup: dict[str, str]
+    # The archives the Bundle's source provided (``sha256:<hex>``), which install may upload.
+    archives: tuple[str, ...] = ()
 
     @property
     def workspace(self) -> str:
@@ -85,6 +88,7 @@ class Inputs:
             activate=self.spec.activate,
             substitutions=dict(self.spec.substitutions),
             on_conflict=_ON_CONFLICT[self.spec.update_policy.on_conflict],
+            artifacts=SourceArchives(frozenset(self.archives)) if self.archives else None,
         )
 
 
@@ -102,7 +106,7 @@ async def read_bundle(
     namespace: str,
     spec: BundleInstallationSpec,
     bundles: CustomReader,
-) -> ParsedBundle:
+) -> Resolved:
     """The Bundle of ``spec.bundleRef`` as ``bundles`` has it, its source fetched (objects it names
     through ``kube``) and parsed; refused while it has blocking issues."""
     name = spec.bundle_ref.name
@@ -134,7 +138,7 @@ async def read_bundle(
             f"Bundle '{name}' has blocking issues ({', '.join(codes)}); see its status.issues and "
             "fix the document",
         )
-    return parsed
+    return resolved
 
 
 async def _registry_as_resolved(

@@ -210,7 +210,8 @@ class InstallationReconciler:
         """The Bundle, the platform, the state and the setup values; stalled on what a user must fix."""
         try:
             caches = self.caches
-            parsed = await read_bundle(self.kube, self.settings, run.namespace, spec, caches.bundles)
+            resolved = await read_bundle(self.kube, self.settings, run.namespace, spec, caches.bundles)
+            parsed = resolved.parsed
             assert parsed.bundle is not None
             url, platform = await connect(caches.secrets, self.settings, self.platforms, run.namespace, spec)
             store = StateStore(self.kube, run.body, caches.states)
@@ -247,7 +248,7 @@ class InstallationReconciler:
             return await self._written(run, Done("stalled"))
         except KubeError as exc:
             raise kube_retry(exc, run.attempt) from None
-        return Inputs(spec, parsed, platform, store, record, setup)
+        return Inputs(spec, parsed, platform, store, record, setup, resolved.archives)
 
     async def _analyze(self, run: Run, inputs: Inputs) -> Plan | Done:
         """Plan against the platform as it is; blocked (nothing written) when analyze says so."""
