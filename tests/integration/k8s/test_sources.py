@@ -24,9 +24,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from bundle_operator.document.models import CommandMcp
 from bundle_operator.document.issues import Code as IssueCode
 from bundle_operator.document.issues import Issue, blocking, warning
+from bundle_operator.document.models import CommandMcp
 from bundle_operator.document.parse import parse_bundle_text
 from bundle_operator.k8s.bundle.sources import Resolved, SourceError, SourceSettings, resolve
 from bundle_operator.k8s.bundle.status import bundle_status_fields, status_issues
