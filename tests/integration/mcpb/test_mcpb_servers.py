@@ -11,19 +11,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp_types import TextContent
-from tests.fixtures.mcpb_servers.build import ELF_MACHINES, McpbServers, ServerArchive, ensure, node_binary
+from tests.fixtures.mcpb_servers.build import ELF_MACHINES, McpbServers, ServerArchive, ensure
+from tests.mcpb_servers import host_launch
 
-from bundle_operator.mcpb.extract import Extracted, extract_file
-from bundle_operator.mcpb.launch import substitute_variables
+from bundle_operator.mcpb.extract import extract_file
 from bundle_operator.mcpb.reader import inspect_file
 
 pytestmark = pytest.mark.integration
@@ -32,6 +31,7 @@ GREETING = "hello from the test host"
 # Not a real secret; the servers must still never send it back.
 API_TOKEN = "tok-41c-never-echoed"
 RUNNABLE = ("node", "python", "binary")
+USER_CONFIG = {"greeting": GREETING, "api_token": API_TOKEN}
 CALL_TIMEOUT_SECONDS = 60
 
 
@@ -51,26 +51,6 @@ def elf_machine(program: Path) -> int:
     return int.from_bytes(header[18:20], "little")
 
 
-def launch(extracted: Extracted) -> StdioServerParameters:
-    """The manifest's launch with its variables filled in, as a host fills them."""
-    config = extracted.inspection.launch
-    assert config is not None
-    folder = str(extracted.path)
-    values = {"__dirname": folder, "user_config.greeting": GREETING, "user_config.api_token": API_TOKEN}
-
-    def fill(text: str) -> str:
-        return substitute_variables(text, lambda name: values[name])
-
-    runtimes = {"node": str(node_binary()), "python": sys.executable, "python3": sys.executable}
-    command = runtimes.get(config.command) or fill(config.command)
-    return StdioServerParameters(
-        command=command,
-        args=[fill(a) for a in config.args],
-        env={key: fill(value) for key, value in config.env.items()},
-        cwd=folder,
-    )
-
-
 def text_of(result: Any) -> str:
     assert not result.is_error, result
     [content] = result.content
@@ -87,6 +67,8 @@ def test_each_archive_is_accepted_by_the_reader(mcpb_servers: McpbServers, kind:
     assert inspection.sha256 == server.sha256 == hashlib.sha256(server.path.read_bytes()).hexdigest()
     assert inspection.manifest is not None
     assert inspection.manifest.server_type == server.kind
+    assert inspection.manifest.entry_point == server.entry
+    assert server.digest == f"sha256:{server.sha256}"
     assert inspection.manifest.manifest_version == "0.3"
     assert [f.key for f in inspection.setup] == ["greeting", "api_token"]
     assert [f.sensitive for f in inspection.setup] == [False, True]
@@ -144,7 +126,7 @@ async def test_each_server_answers_the_official_client_over_stdio(
         lambda: extract_file(server.path, tmp_path / "bundle", platform="linux")
     )
     with anyio.fail_after(CALL_TIMEOUT_SECONDS):
-        async with Client(launch(extracted)) as client:
+        async with Client(host_launch(extracted, USER_CONFIG)) as client:
             tools = await client.list_tools()
             echoed = text_of(await client.call_tool("echo", {"text": "are you there?"}))
             identity = json.loads(text_of(await client.call_tool("whoami", {})))
