@@ -1,0 +1,3 @@
+"""Fixtures every test folder may use."""
+
+pytest_plugins = ["tests.mcpb_servers"]
