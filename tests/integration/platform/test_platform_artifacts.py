@@ -417,3 +417,31 @@ def test_a_listing_pages_in_upload_order(platform: PlatformProcess, ws: str, tmp
         if cursor is None:
             break
     assert seen == digests
+
+
+async def test_a_restart_keeps_stored_folders_and_drops_unstored_ones(tmp_path: Path) -> None:
+    config = ServerConfig(db_path=tmp_path / "p.db")
+    data = archive(tmp_path)
+    digest = digest_of(data)
+    running = await start(config)
+    try:
+        async with PlatformClient(running.url, retry=FAST_RETRY) as client:
+            stored = await client.put_artifact("w", digest, data)
+    finally:
+        await running.stop()
+    workspace = tmp_path / "artifacts" / "w"
+    [kept] = list(workspace.iterdir())
+    # What a run that stopped between extracting and storing leaves behind.
+    orphan = workspace / f"{'0' * 64}-{'a' * 12}"
+    (orphan / "server").mkdir(parents=True)
+    unrelated = workspace / "notes"
+    unrelated.mkdir()
+
+    running = await start(config)
+    try:
+        async with PlatformClient(running.url, retry=FAST_RETRY) as client:
+            assert await client.get_artifact("w", digest) == stored
+        assert sorted(workspace.iterdir()) == sorted([kept, unrelated])
+        assert tree_digest(kept) == stored.tree_digest
+    finally:
+        await running.stop()
