@@ -347,6 +347,10 @@ async def test_a_body_over_the_limit_is_refused_with_or_without_a_length(tmp_pat
             assert (streamed.status_code, problem_of(streamed)["code"]) == (413, "too_large")
             assert "4096" in problem_of(streamed)["detail"]
             assert (await http.get(f"{running.url}/v1/workspaces/w/artifacts")).json()["items"] == []
+            async with PlatformClient(running.url, retry=FAST_RETRY) as client:
+                with pytest.raises(Refused) as refused:
+                    await client.put_artifact("w", digest, big)
+                assert (refused.value.status, refused.value.code) == (413, "too_large")
             # Other routes keep the API's own limit.
             small = archive(tmp_path, "small")
             fits = await http.put(
