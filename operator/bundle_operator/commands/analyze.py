@@ -39,6 +39,7 @@ from bundle_operator.document.parse import ParsedBundle
 from bundle_operator.engine.analyze import analyze_offline
 from bundle_operator.engine.preview import Preview
 from bundle_operator.fetch import sha256_hex
+from bundle_operator.k8s.installation.archives import SourceArchives
 from bundle_operator.registry.names import LATEST
 from bundle_operator.sources.downloads import fetch_error
 from bundle_operator.sources.models import RegistrySource
@@ -175,6 +176,7 @@ def _run_registry(args: argparse.Namespace) -> int:
     if not uses_platform(args) or resolved.parsed.bundle is None:
         return _analyze(args, resolved.parsed)
     document = resolved.parsed.bundle.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    args.held_archives = SourceArchives(frozenset(resolved.archives))
     return _plan_from(args, json.dumps(document).encode())
 
 

@@ -33,6 +33,7 @@ from bundle_operator.document.issues import Code, Issue, blocking
 from bundle_operator.document.keys import keyed_entities
 from bundle_operator.engine.analyze import analyze_offline
 from bundle_operator.engine.apply import BUNDLE_INVALID, Blocked, InstallFailed, apply
+from bundle_operator.engine.artifacts import any_of
 from bundle_operator.engine.diff import changed_paths
 from bundle_operator.engine.merge import OnConflict
 from bundle_operator.engine.plan import Options, plan
@@ -66,7 +67,8 @@ def _inputs(args: argparse.Namespace) -> tuple[ParsedBundle, dict[str, object], 
         activate=args.activate,
         substitutions=substitutions(args.substitute),
         on_conflict=OnConflict(args.on_conflict),
-        artifacts=artifact_files(args.artifact),
+        # A registry record analyze fetched is held by the operator's own archive store.
+        artifacts=any_of(artifact_files(args.artifact), getattr(args, "held_archives", None)),
     )
     return parsed, supplied, options
 

@@ -87,3 +87,25 @@ class HeldArchives:
         if data is None:
             raise ArtifactUnavailable(digest, "the Bundle's source did not provide it")
         return data
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """Several sources of archives, asked in order."""
+
+    sources: tuple[ArtifactFiles, ...]
+
+    def holds(self, digest: str) -> bool:
+        return any(source.holds(digest) for source in self.sources)
+
+    async def read(self, digest: str) -> bytes:
+        for source in self.sources:
+            if source.holds(digest):
+                return await source.read(digest)
+        raise ArtifactUnavailable(digest, "no source of this run holds it")
+
+
+def any_of(*sources: ArtifactFiles | None) -> ArtifactFiles | None:
+    """The sources given (None when there are none)."""
+    present = tuple(s for s in sources if s is not None)
+    return None if not present else present[0] if len(present) == 1 else AnyOf(present)

@@ -225,7 +225,11 @@ def test_analyze_a_registry_record_shows_the_verdict_before_any_manifest(registr
     done = bundlectl(registry, "analyze", SERVER, "--setup", "api_key=k-123", "-o", "json")
     out = as_json(done, 0)
     assert out["bundle"]["name"] == "weather" and out["bundle"]["version"] == "1.2.0"
-    assert [(e["kind"], e["key"], e["action"]) for e in out["entities"]] == [("mcp", "weather", "CREATE")]
+    # The MCP, and the gateway that serves it to MCP clients (DESIGN.md §9.7).
+    assert [(e["kind"], e["key"], e["action"]) for e in out["entities"]] == [
+        ("mcp", "weather", "CREATE"),
+        ("gateway", "gateway", "CREATE"),
+    ]
     assert f"source: registry {SERVER} 1.2.0" in done.stderr
     pinned = as_json(
         bundlectl(registry, "analyze", SERVER, "--version", "1.1.0", "--setup", "api_key=k", "-o", "json"), 0
@@ -311,4 +315,7 @@ def test_analyze_of_a_registry_record_plans_against_a_platform(
     )
     out = as_json(done, 0)
     assert out["bundle"]["name"] == "weather"
-    assert [(e["key"], e["action"]) for e in out["entities"]] == [("weather", "CREATE")]
+    planned = [(e["key"], e["action"]) for e in out["entities"]]
+    assert planned == [("weather", "CREATE"), ("gateway", "CREATE")]
+    # The archive analyze fetched is what an install would upload: nothing blocks on it.
+    assert [i["code"] for i in out["issues"]] == ["runs_from_archive"]
