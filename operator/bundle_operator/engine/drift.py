@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bundle_operator.engine.diff import changed_paths
+from bundle_operator.engine.kinds import BY_NAME
 from bundle_operator.engine.live import binding_changes, project, read_snapshot
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.snapshot import Snapshot
@@ -52,6 +53,16 @@ def drift_from(record: Record, snapshot: Snapshot) -> DriftReport:
         if rebound:
             report.rebound[recorded.entity] = rebound
     return report
+
+
+def troubles(record: Record, snapshot: Snapshot) -> dict[str, str]:
+    """Per installed entity the platform cannot run now (``kind:key``), why; health, not drift."""
+    found: dict[str, str] = {}
+    for recorded in record.entities:
+        reason = BY_NAME[recorded.kind].trouble(recorded, snapshot)
+        if reason is not None:
+            found[recorded.entity] = reason
+    return found
 
 
 async def drift(platform: PlatformAPI, workspace: str, record: Record) -> DriftReport:

@@ -78,6 +78,16 @@ def ready(reason: str, message: str) -> list[Cond]:
     ]
 
 
+def not_running(reason: str, message: str, *, stalled: bool) -> list[Cond]:
+    """Written, but the platform cannot run part of it: not Ready; stalled when only a person can
+    change that (a changed tree), not when the platform retries by itself (a crashed server)."""
+    return [
+        false("Ready", reason, message),
+        false("Reconciling", reason, ""),
+        true("Stalled", reason, message) if stalled else false("Stalled", reason, ""),
+    ]
+
+
 def spec_error(exc: ValidationError) -> str:
     """The first problem of a spec that does not validate, named by its path under ``spec``."""
     first = exc.errors()[0]

@@ -214,6 +214,11 @@ class EntityKind(ABC):
         takes a name already held); None when names may repeat."""
         return None
 
+    def trouble(self, recorded: RecordedEntity, snapshot: Snapshot) -> str | None:
+        """Why a live entity the platform runs cannot do its work now (a server that cannot start),
+        or None."""
+        return None
+
     def gone_reason(self, recorded: RecordedEntity, snapshot: Snapshot) -> str:
         """Why a recorded entity that no longer shows live is created again."""
         return GONE

@@ -43,6 +43,8 @@ from bundle_operator.platform.protocol import PlatformAPI
 
 CONTEXT_SECRET = "context_secret"  # sent with the instance, never a platform secret of its own
 ARTIFACT_FIELDS = ("runtime", "artifact")  # in a server spec only when it runs from an archive
+# Instance states in which the platform cannot run the server (a crash is restarted with backoff).
+TROUBLED = frozenset({"tree_changed", "crashed", "failed"})
 
 # Why an export replaced a value (the wording of the report).
 CREDENTIAL_NAME = "credential-like name"
@@ -229,6 +231,13 @@ class McpKind(EntityKind):
                 "context_signing": instance.context_signing,
             },
         }
+
+    def trouble(self, recorded: RecordedEntity, snapshot: Snapshot) -> str | None:
+        instance = snapshot.get(kinds.MCP_INSTANCES.path, recorded.primary_id)
+        health = instance.health if isinstance(instance, McpInstance) else None
+        if health is None or health.state not in TROUBLED:
+            return None
+        return f"{health.state}: {health.message}"
 
     def parts(self, desired: Desired) -> list[tuple[str, AnyKind]]:
         secrets = [(f"secret:{site}", kinds.SECRETS) for site in desired.secrets if site != CONTEXT_SECRET]

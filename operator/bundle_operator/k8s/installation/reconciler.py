@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from bundle_operator.document.issues import Code
 from bundle_operator.engine.apply import BUNDLE_INVALID, InstallFailed, PersistFailed, apply
 from bundle_operator.engine.correct import correct_drift
-from bundle_operator.engine.drift import DriftReport, drift_from
+from bundle_operator.engine.drift import DriftReport, drift_from, troubles
 from bundle_operator.engine.live import read_snapshot
 from bundle_operator.engine.plan import Plan, plan
 from bundle_operator.k8s import conditions as cond
@@ -53,6 +53,7 @@ from bundle_operator.k8s.installation.status import (
     entity_rows,
     installed_event,
     installed_message,
+    not_running_message,
     plan_status,
     policy_warning,
     preview_status,
@@ -401,9 +402,19 @@ class InstallationReconciler:
         await self._drift_status(run, report, spec.drift_policy.mode)
         if spec_changed(status) and (warning := policy_warning(spec)) is not None:
             await self.events.post(run.body, "Warning", "PoliciesDisagree", warning)
+        troubled = troubles(record, planned.snapshot)
+        ready = (
+            cond.not_running(
+                "McpNotRunning",
+                not_running_message(troubled),
+                stalled=any(not why.startswith("crashed") for why in troubled.values()),
+            )
+            if troubled
+            else cond.ready(*ready_reason(report, converged.corrected, len(record.entities)))
+        )
         status.conditions(
             [
-                *cond.ready(*ready_reason(report, converged.corrected, len(record.entities))),
+                *ready,
                 cond.true("Analyzed", "Analyzed", analyzed_message(planned)),
                 cond.true("Installed", "Installed", installed_message(record)),
                 cond.false("Conflict", "NoConflict", ""),

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bundle_operator.document.issues import cut_short, printable
 from bundle_operator.engine.approval import ApprovalPlan
 from bundle_operator.engine.drift import DriftReport
 from bundle_operator.engine.plan import Plan
@@ -128,6 +129,17 @@ def policy_warning(spec: BundleInstallationSpec) -> str | None:
             "spec.driftPolicy.mode to Warn to keep local edits"
         )
     return None
+
+
+def not_running_message(troubles: dict[str, str]) -> str:
+    """Ready's message while installed entities cannot run on the platform."""
+    named = "; ".join(
+        f"{entity}: {printable(cut_short(reason, 300))}" for entity, reason in sorted(troubles.items())
+    )
+    return (
+        f"installed, but the platform cannot run {len(troubles)} of them ({named}); see the MCP "
+        "instances' health on the platform"
+    )
 
 
 def ready_reason(report: DriftReport, corrected: dict[str, list[str]], count: int) -> tuple[str, str]:
