@@ -80,6 +80,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=30.0,
         help="days a gateway tool call stays in the audit at most (default 30)",
     )
+    run.add_argument(
+        "--artifacts-dir",
+        type=Path,
+        help="folder uploaded .mcpb archives are extracted under (default: artifacts/ beside --db)",
+    )
     run.set_defaults(func=_serve)
 
     check = actions.add_parser("check", help="check that a platform answers, with the token if one is needed")
@@ -132,6 +137,7 @@ def _serve(args: argparse.Namespace) -> int:
         allow_private_issuers=args.allow_private_issuers,
         audit_max_entries=args.audit_max_entries,
         audit_max_age_days=args.audit_max_age_days,
+        artifacts_dir=args.artifacts_dir,
     )
 
     def ready(url: str) -> None:

@@ -6,10 +6,12 @@ sends it through aiohttp where the operator asks for it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+import httpx
 from pydantic import BaseModel, SecretStr
 
 from bundle_operator.platform.catalog import ModelInfo
@@ -19,11 +21,13 @@ from bundle_operator.platform.http_calls import ENV_URL as ENV_URL
 from bundle_operator.platform.http_calls import PlatformHttp, encode_body, page_of, seg
 from bundle_operator.platform.kinds import C, E, Kind, U
 from bundle_operator.platform.models import (
+    DIGEST_PATTERN,
     ApiKeyIssued,
     App,
     AppVersion,
     AppVersionCreate,
     AppVersionUpdate,
+    Artifact,
     GatewayAuditEntry,
     GatewayBundle,
     GatewayEntryCuration,
@@ -50,6 +54,15 @@ from bundle_operator.platform.protocol import Filters, Listed
 M = TypeVar("M", bound=BaseModel)
 
 _PAGE_LIMIT = 500
+_DIGEST = re.compile(DIGEST_PATTERN)
+# An upload waits while the platform extracts the archive and measures its tree: up to 128 MiB
+# packed, 512 MiB unpacked, longer than any other call takes.
+_UPLOAD_READ_TIMEOUT = 300.0
+
+
+def _check_digest(digest: str) -> None:
+    if not _DIGEST.fullmatch(digest):
+        raise ValueError(f"{digest!r} is not an artifact digest (sha256: and 64 lowercase hex digits)")
 
 
 def _check_member(member: str) -> None:
@@ -385,3 +398,41 @@ class PlatformClient(PlatformHttp):
         body = encode_body(AppVersionUpdate(archived=archived))
         # Setting a flag to a value: repeating it is harmless.
         return await self._call("PATCH", path, AppVersion, body=body, safe=True)
+
+    # --- artifacts --------------------------------------------------------------------------
+
+    def _artifact(self, workspace: str, digest: str) -> str:
+        _check_digest(digest)
+        return f"{self._ws(workspace)}/artifacts/{digest}"
+
+    async def put_artifact(self, workspace: str, digest: str, data: bytes) -> Artifact:
+        """Store an archive by its digest; Refused when the bytes hash otherwise or the archive is
+        refused. Storing the same digest again answers the stored artifact."""
+        timeout = self._http.timeout
+        return await self._call(
+            "PUT",
+            self._artifact(workspace, digest),
+            Artifact,
+            body=data,
+            headers={"Content-Type": "application/octet-stream"},
+            safe=True,
+            http_timeout=httpx.Timeout(
+                connect=timeout.connect,
+                read=max(timeout.read or 0.0, _UPLOAD_READ_TIMEOUT),
+                write=timeout.write,
+                pool=timeout.pool,
+            ),
+        )
+
+    async def get_artifact(self, workspace: str, digest: str) -> Artifact:
+        """A stored artifact's metadata and who refers to it; NotFound when it is not stored."""
+        return await self._call("GET", self._artifact(workspace, digest), Artifact, safe=True)
+
+    async def list_artifacts(self, workspace: str) -> list[Artifact]:
+        """Every artifact of the workspace, in upload order."""
+        return await self._all(f"{self._ws(workspace)}/artifacts", Artifact)
+
+    async def delete_artifact(self, workspace: str, digest: str) -> None:
+        """Delete an artifact and its extracted files; NotFound when it is not stored, Conflict
+        while an MCP server spec refers to it."""
+        await self.request("DELETE", self._artifact(workspace, digest), safe=True)

@@ -135,17 +135,21 @@ class PlatformHttp:
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         safe: bool,
+        http_timeout: httpx.Timeout | None = None,
     ) -> httpx.Response:
-        """Send one call, repeating it per the retry policy; raises a PlatformError on failure."""
+        """Send one call, repeating it per the retry policy; raises a PlatformError on failure.
+
+        A body is JSON unless ``headers`` name its Content-Type; ``http_timeout`` replaces the client's own.
+        """
         all_headers = dict(headers or {})
         if body is not None:
-            all_headers["Content-Type"] = "application/json"
+            all_headers.setdefault("Content-Type", "application/json")
         # Whether an earlier attempt may have been carried out although its answer was lost.
         maybe_done = False
         for attempt in range(self._retry.attempts):
             last = attempt == self._retry.attempts - 1
             try:
-                response = await self._send(method, path, body, params, all_headers)
+                response = await self._send(method, path, body, params, all_headers, http_timeout)
             except CircuitOpen as exc:
                 if last or (exc.retry_after or 0.0) > _WAIT_OUT_PAUSE:
                     raise
@@ -185,15 +189,20 @@ class PlatformHttp:
         body: bytes | None,
         params: Mapping[str, str] | None,
         headers: Mapping[str, str],
+        http_timeout: httpx.Timeout | None = None,
     ) -> httpx.Response:
         """One HTTP call, through the platform's gate when there is one."""
+        # httpx takes its own sentinel, not None, for "the client's timeout".
+        timeout_arg: Any = http_timeout if http_timeout is not None else httpx.USE_CLIENT_DEFAULT
         if self.gate is None:
-            return await self._http.request(method, path, content=body, params=params, headers=headers)
+            return await self._http.request(
+                method, path, content=body, params=params, headers=headers, timeout=timeout_arg
+            )
         try:
             async with self.gate.slot() as report:
                 try:
                     response = await self._http.request(
-                        method, path, content=body, params=params, headers=headers
+                        method, path, content=body, params=params, headers=headers, timeout=timeout_arg
                     )
                 except _NOT_SENT:
                     report(Outcome(overloaded=True))
@@ -221,8 +230,11 @@ class PlatformHttp:
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         safe: bool,
+        http_timeout: httpx.Timeout | None = None,
     ) -> M:
-        response = await self.request(method, path, body=body, params=params, headers=headers, safe=safe)
+        response = await self.request(
+            method, path, body=body, params=params, headers=headers, safe=safe, http_timeout=http_timeout
+        )
         try:
             return model.model_validate(response.json())
         except (ValueError, ValidationError) as exc:

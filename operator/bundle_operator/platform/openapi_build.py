@@ -64,7 +64,8 @@ Conventions:
   <key>` with its current key, a disabled one answers `403`.
 
 Platform rules the reference platform enforces: MCP server specs are checked per type, command
-runtimes are limited to npx, uvx, uv, python, python3, node, bunx and deno, and an env or header
+runtimes are limited to npx, uvx, uv, python, python3, node, bunx and deno (a server run from an
+artifact has its own forms, see Artifacts below), and an env or header
 entry is secret when its declared `type` is `secret` (a name heuristic applies only when neither
 `type` nor `secret` is given); an instance must pass secret inputs by reference, and a spec
 change that would leave an existing instance with a plain value for a secret entry or without a
@@ -116,6 +117,21 @@ five-field cron expression in UTC. A source has its own `revision`: a `PUT` or `
 `If-Match` changes it only at that revision (`412` when it moved on or is gone). Every source write
 moves the set to a new revision; a set holds at most 200 sources.
 
+Artifacts are archives (`.mcpb` bundles) a workspace stores by content. `PUT
+.../artifacts/sha256:{hex}` sends the archive's bytes (`application/octet-stream`, at most 128
+MiB, else `413 too_large`); the platform hashes them (`422 digest_mismatch` when they hash to
+another digest), reads the archive with the `.mcpb` reader's rules and extracts it into a new
+private folder (`422 artifact_refused`, the reader's code in the detail, and nothing is kept),
+and answers `201` with the artifact: its `size`, `media_type`, the `tree_digest` of the extracted
+tree, and `referenced_by`, the MCP server specs that name it. The same digest again answers `200`
+with the same artifact and extracts nothing. `DELETE` answers `409 artifact_in_use` naming the
+specs in `holders` while any refers to it. A command server spec runs an artifact with `runtime`
+(`node`, `python` or `binary`) and `artifact: {digest, entry}`; both or neither, the artifact
+must be stored in the workspace (`422 artifact_missing` at `artifact.digest`), and its command is
+`node`, `python`/`python3`, or `${__dirname}/<path>` for a binary. Args and env may use
+`${__dirname}` (the extracted folder), `${HOME}`, `${DESKTOP}`, `${DOCUMENTS}` and
+`${DOWNLOADS}`, filled in by the platform at launch.
+
 Apps are JSON documents (at most 256 KiB) the platform serves as small UIs, kept in versions
 numbered from 1. An app shows its latest unarchived version as `latest_version` and `document`
 (null when every version is archived); `POST .../versions` adds the next version and answers
@@ -134,6 +150,7 @@ _REASONS = {
     404: "No such entity, entry or route",
     409: "Conflicts with the platform's state: a name is held, the entity is in use, ...",
     412: "The entity moved past the If-Match revision",
+    413: "The body is larger than the route takes",
     422: "Refused by the platform's rules; errors[] names the fields",
     428: "If-Match is required",
     502: "Fetching a GitHub skill failed",
@@ -198,6 +215,11 @@ def build() -> dict[str, Any]:
             operation["requestBody"] = {
                 "required": True,
                 "content": {"application/json": {"schema": keys[(op.request, "validation")]}},
+            }
+        elif op.raw_request is not None:
+            operation["requestBody"] = {
+                "required": True,
+                "content": {op.raw_request: {"schema": {"type": "string", "format": "binary"}}},
             }
         operation["responses"] = responses
         if op.path == "/healthz":

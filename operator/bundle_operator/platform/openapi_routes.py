@@ -17,6 +17,7 @@ WS = "/v1/workspaces/{workspace}"
 GW = WS + "/gateway-bundles/{bundle_id}"
 KS = WS + "/knowledge-sets/{set_id}"
 APP = WS + "/apps/{app_id}"
+ARTIFACT = WS + "/artifacts/{digest}"
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class Op:
     summary: str
     tag: str
     request: type[BaseModel] | None = None
+    # The media type of a body sent as raw bytes instead of a JSON ``request`` model.
+    raw_request: str | None = None
     ok: int = 200
     response: type[BaseModel] | None = None
     params: tuple[Param, ...] = ()
@@ -61,6 +64,8 @@ def path_params(path: str) -> tuple[Param, ...]:
                 schema["pattern"] = WORKSPACE_PATTERN.pattern
             elif name == "key":
                 schema["pattern"] = IDEMPOTENCY_KEY_PATTERN
+            elif name == "digest":
+                schema["pattern"] = models.DIGEST_PATTERN
             params.append(Param(name, "path", schema, required=True))
         elif ":" in part and part.startswith("{"):
             raise ValueError(part)
@@ -458,6 +463,35 @@ def operations() -> list[Op]:
             "apps",
             request=m.AppVersionUpdate,
             response=m.AppVersion,
+        ),
+        _listing(
+            f"{WS}/artifacts",
+            "list_artifacts",
+            "List the workspace's artifacts in upload order",
+            "artifacts",
+            m.Artifact,
+        ),
+        Op(
+            "put",
+            ARTIFACT,
+            "put_artifact",
+            "Store an archive under its digest (the same digest again answers the stored artifact)",
+            "artifacts",
+            raw_request="application/octet-stream",
+            ok=201,
+            also_ok=(200,),
+            response=m.Artifact,
+            errors=(400, 401, 413, 422),
+        ),
+        _reading(ARTIFACT, "get_artifact", "Get an artifact's metadata", "artifacts", m.Artifact),
+        Op(
+            "delete",
+            ARTIFACT,
+            "delete_artifact",
+            "Delete an artifact and its extracted files (409 while an MCP server spec refers to it)",
+            "artifacts",
+            ok=204,
+            errors=(400, 401, 404, 409, 422),
         ),
         Op(
             "post",

@@ -20,6 +20,7 @@ from bundle_operator.platform.models import (
     App,
     AppVersion,
     AppVersionCreate,
+    Artifact,
     IdempotencyRecord,
     KnowledgeSource,
     KnowledgeSourcePut,
@@ -46,7 +47,7 @@ Filters = Mapping[str, str | bool]
 
 class PlatformAPI(Protocol):
     """Entities per kind (see ``kinds``), gateway bundle contents, knowledge set sources, app
-    versions and endpoint keys, per workspace."""
+    versions, endpoint keys and artifacts, per workspace."""
 
     async def create(self, workspace: str, kind: Kind[E, C, Any], body: C, *, idempotency_key: str) -> E:
         """Create an entity; repeating the same key returns the entity the first call created."""
@@ -227,4 +228,22 @@ class PlatformAPI(Protocol):
         self, workspace: str, app_id: str, version: int, archived: bool
     ) -> AppVersion:
         """Archive or restore one version; the app then shows its latest unarchived one."""
+        ...
+
+    async def put_artifact(self, workspace: str, digest: str, data: bytes) -> Artifact:
+        """Store an archive by its digest (``sha256:<hex>`` of ``data``); Refused on a mismatch or
+        a refused archive; the same digest again answers the stored artifact."""
+        ...
+
+    async def get_artifact(self, workspace: str, digest: str) -> Artifact:
+        """A stored artifact's metadata and who refers to it; NotFound when it is not stored."""
+        ...
+
+    async def list_artifacts(self, workspace: str) -> list[Artifact]:
+        """Every artifact of the workspace."""
+        ...
+
+    async def delete_artifact(self, workspace: str, digest: str) -> None:
+        """Delete an artifact; NotFound when it is not stored, Conflict while an MCP server spec
+        refers to it."""
         ...

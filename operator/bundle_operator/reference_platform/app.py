@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
+import shutil
+import tempfile
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from pathlib import Path
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -13,6 +17,8 @@ from aiohttp.typedefs import Middleware
 from bundle_operator.fetch import PRIVATE_NETWORKS, tls_context
 from bundle_operator.reference_platform import (
     app_routes,
+    artifact_files,
+    artifact_routes,
     call_counts,
     endpoint_routes,
     faults,
@@ -41,6 +47,7 @@ from bundle_operator.reference_platform.kind_rules import KindRules
 from bundle_operator.reference_platform.knowledge_rules import KnowledgeSetRules
 from bundle_operator.reference_platform.mcp_rules import McpInstanceRules, McpServerRules
 from bundle_operator.reference_platform.problems import ApiError, problem_response
+from bundle_operator.reference_platform.protocol import Oversize
 from bundle_operator.reference_platform.secret_store import SecretRules
 from bundle_operator.reference_platform.skill_rules import SkillRules
 from bundle_operator.reference_platform.storage import Store
@@ -131,6 +138,30 @@ async def health(request: web.Request) -> web.Response:
     return json_response({"status": "ok"})
 
 
+def artifacts_dir(config: ServerConfig) -> tuple[Path, bool]:
+    """Where uploaded archives are extracted, and whether the folder is a temporary one."""
+    # Absolute, because the launcher runs a binary bundle with its folder as the working directory.
+    if config.artifacts_dir is not None:
+        return config.artifacts_dir.resolve(), False
+    if config.in_memory:
+        return Path(tempfile.mkdtemp(prefix="reference-platform-artifacts-")).resolve(), True
+    return (config.db_path.parent / "artifacts").resolve(), False
+
+
+def body_refusal(app: web.Application) -> Oversize:
+    """The 413 for a request body declared too long: an artifact upload has a limit of its own."""
+    artifact_limit = app[CONTEXT].config.artifact_max_bytes
+
+    def check(request: web.BaseRequest, length: int) -> ApiError | None:
+        if request.method == "PUT" and artifact_routes.UPLOAD_PATH.fullmatch(request.path):
+            return artifact_routes.too_large(artifact_limit) if length > artifact_limit else None
+        if length > MAX_BODY:
+            return ApiError(413, "payload_too_large", f"the request body is larger than {MAX_BODY} bytes")
+        return None
+
+    return check
+
+
 def create_app(config: ServerConfig) -> web.Application:
     """The reference platform application for ``config``; the store opens on startup."""
     middlewares: list[Middleware] = [problem_middleware, auth_middleware(config.token)]
@@ -170,6 +201,7 @@ def create_app(config: ServerConfig) -> web.Application:
     GatewayRoutes().register(app)
     endpoint_routes.register(app)
     knowledge_routes.register(app)
+    artifact_routes.register(app)
     app_routes.register(app)
     idempotency_routes.register(app)
     if config.fault_injection:
@@ -179,6 +211,9 @@ def create_app(config: ServerConfig) -> web.Application:
 
     async def open_store(app: web.Application) -> None:
         await ctx.store.open()
+        folder, ctx.artifacts_temporary = await asyncio.to_thread(artifacts_dir, config)
+        await asyncio.to_thread(artifact_files.open_root, folder)
+        ctx.artifacts_dir = folder
         gateway.start()
         discovery.start()
 
@@ -188,6 +223,8 @@ def create_app(config: ServerConfig) -> web.Application:
         if ctx.session is not None:
             await ctx.session.close()
         await ctx.store.close()
+        if ctx.artifacts_temporary and ctx.artifacts_dir is not None:
+            await asyncio.to_thread(shutil.rmtree, ctx.artifacts_dir, True)
 
     app.on_startup.append(open_store)
     app.on_cleanup.append(close_all)

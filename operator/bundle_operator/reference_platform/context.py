@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from bundle_operator.platform.models import ARTIFACT_MAX_BYTES
 from bundle_operator.reference_platform.storage import Store
 
 DEFAULT_GITHUB_BASE_URL = "https://raw.githubusercontent.com"
@@ -40,6 +41,15 @@ class ServerConfig:
     instance_idle_seconds: float = 300.0
     # The first wait before a crashed instance process is started again; it doubles up to 60 s.
     instance_backoff_seconds: float = 1.0
+    # Where uploaded archives are extracted; None means ``artifacts/`` beside the database file,
+    # or a temporary folder (removed at shutdown) when the database is in memory.
+    artifacts_dir: Path | None = None
+    artifact_max_bytes: int = ARTIFACT_MAX_BYTES
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the database lives in memory only."""
+        return str(self.db_path) == ":memory:"
 
 
 @dataclass
@@ -54,6 +64,15 @@ class Context:
     instance_health: Callable[[str], dict[str, Any] | None] = field(default=lambda _instance_id: None)
     # Told once the listener is bound (the loopback bridge's address is known then).
     on_bound: list[Callable[[], None]] = field(default_factory=list)
+    # Set when the server starts (see app.open_store).
+    artifacts_dir: Path | None = None
+    artifacts_temporary: bool = False
+
+    def artifacts(self) -> Path:
+        """The folder uploaded archives are extracted under."""
+        if self.artifacts_dir is None:
+            raise RuntimeError("the artifacts folder is not open")
+        return self.artifacts_dir
 
     def http(self) -> aiohttp.ClientSession:
         """The shared outbound HTTP session (GitHub skill fetches)."""

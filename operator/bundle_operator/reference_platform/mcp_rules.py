@@ -19,6 +19,7 @@ from bundle_operator.platform.models import (
     SecretRef,
 )
 from bundle_operator.reference_platform import gateway_rules
+from bundle_operator.reference_platform.artifact_files import artifact_row
 from bundle_operator.reference_platform.context import Context
 from bundle_operator.reference_platform.kind_rules import KindRules, Stored, require_ref
 from bundle_operator.reference_platform.problems import conflict, from_validation, refused
@@ -33,6 +34,12 @@ from bundle_operator.reference_platform.storage import Row, Tx
 _CREDENTIAL_NAME = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIAL|AUTH)", re.I
 )
+# ${__dirname} is the artifact's extracted folder, filled in by the platform at launch.
+DIRNAME = "${__dirname}"
+RUNTIME_COMMANDS: dict[str, frozenset[str]] = {
+    "node": frozenset({"node"}),
+    "python": frozenset({"python", "python3"}),
+}
 CONTEXT_SECRET_MIN = 32
 CONTEXT_SECRET_MAX = 512
 
@@ -90,7 +97,46 @@ def _check_catalog(spec: McpServerCreate) -> None:
             seen.add(name)
 
 
-def validate_server(spec: McpServerCreate) -> dict[str, Any]:
+def _check_artifact(tx: Tx, workspace: str, spec: McpServerCreate) -> None:
+    """A server run from an uploaded archive: a command server, its runtime, the archive stored."""
+    if spec.artifact is None:
+        raise refused("runtime", "runtime is given only with an artifact to run")
+    if spec.type != "command":
+        raise refused("artifact", f"a {spec.type} server takes no artifact; only a command server runs one")
+    if spec.runtime is None:
+        raise refused("runtime", "a server with an artifact needs runtime: node, python or binary")
+    if artifact_row(tx, workspace, spec.artifact.digest) is None:
+        raise refused(
+            "artifact.digest",
+            f"there is no artifact {spec.artifact.digest} in this workspace; upload it first",
+            code="artifact_missing",
+        )
+    entry_reason = _relative_path_reason(spec.artifact.entry)
+    if entry_reason is not None:
+        raise refused("artifact.entry", entry_reason)
+    command = spec.command or ""
+    if spec.runtime == "binary":
+        if not command.startswith(DIRNAME + "/"):
+            wanted = f"a binary server's command is {DIRNAME}/<path in the archive>"
+            raise refused("command", wanted, code="unsupported_runtime")
+        reason = _relative_path_reason(command.removeprefix(DIRNAME + "/"))
+        if reason is not None:
+            raise refused("command", f"the program {reason}", code="unsupported_runtime")
+    elif command not in RUNTIME_COMMANDS[spec.runtime]:
+        allowed = " or ".join(sorted(RUNTIME_COMMANDS[spec.runtime]))
+        wanted = f"a {spec.runtime} server's command is {allowed}"
+        raise refused("command", wanted, code="unsupported_runtime")
+
+
+def _relative_path_reason(path: str) -> str | None:
+    """Why ``path`` is not a plain path inside the archive's folder, or None."""
+    parts = path.split("/")
+    if path.startswith("/") or "\\" in path or any(part in ("", ".", "..") for part in parts):
+        return "must be a relative path inside the archive, with no '.', '..' or empty segments"
+    return None
+
+
+def validate_server(tx: Tx, workspace: str, spec: McpServerCreate) -> dict[str, Any]:
     """The stored form of a server spec, or a 422 naming what the MCP service refuses."""
     by_type = {
         "command": ("command",),
@@ -111,7 +157,9 @@ def validate_server(spec: McpServerCreate) -> dict[str, Any]:
             raise refused("env_schema", "a url server takes headers, not environment variables")
     elif spec.headers_schema:
         raise refused("headers_schema", f"a {spec.type} server takes environment variables, not headers")
-    if spec.command is not None:
+    if spec.artifact is not None or spec.runtime is not None:
+        _check_artifact(tx, workspace, spec)
+    elif spec.command is not None:
         reason = unsupported_runtime_reason(spec.command)
         if reason is not None:
             raise refused("command", reason, code="unsupported_runtime")
@@ -140,7 +188,7 @@ class McpServerRules(KindRules):
 
     def create(self, tx: Tx, ctx: Context, workspace: str, entity_id: str, prepared: Any) -> Stored:
         assert isinstance(prepared, McpServerCreate)
-        data = validate_server(prepared)
+        data = validate_server(tx, workspace, prepared)
         return data, data["name"]
 
     def update(self, tx: Tx, ctx: Context, workspace: str, row: Row, prepared: Any) -> Stored:
@@ -157,7 +205,7 @@ class McpServerRules(KindRules):
                 if isinstance(value, BaseModel):
                     value = value.model_dump(mode="json")
             merged[field] = value
-        data = validate_server(_as_create(merged))
+        data = validate_server(tx, workspace, _as_create(merged))
         _check_instances_still_fit(tx, workspace, row, data)
         if "endpoint_url" in prepared.model_fields_set and data["endpoint_url"]:
             # A member's URL must never become the gateway's own endpoint.

@@ -30,6 +30,8 @@ from bundle_operator.reference_platform.problems import ApiError, problem_respon
 log = logging.getLogger("bundle_operator.reference_platform")
 
 LowLevelHandler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+# The refusal of a request whose body declares this many bytes, or None when it may be sent.
+Oversize = Callable[[web.BaseRequest, int], ApiError | None]
 # aiohttp's own limits, kept: no header the API reads is anywhere near them.
 MAX_LINE_SIZE = 8190
 MAX_FIELD_SIZE = 8190
@@ -86,7 +88,7 @@ class ProblemRequestHandler(web.RequestHandler):
         return response
 
 
-def _guarded(handler: LowLevelHandler, max_body: int) -> LowLevelHandler:
+def _guarded(handler: LowLevelHandler, oversize: Oversize) -> LowLevelHandler:
     """``handler`` behind the checks that must run before routing and the app's middlewares."""
 
     async def guard(request: web.BaseRequest) -> web.StreamResponse:
@@ -98,11 +100,12 @@ def _guarded(handler: LowLevelHandler, max_body: int) -> LowLevelHandler:
             response.force_close()
             return response
         length = request.content_length
-        if length is not None and length > max_body:
+        refusal = None if length is None else oversize(request, length)
+        if refusal is not None:
             # Refused from the declared length, before a byte of the body is read and before
             # "100 Continue": a client that waits for it never sends the body. One that sends it
             # anyway gets this answer once aiohttp has read and dropped the rest (lingering close).
-            response = _problem(413, "payload_too_large", f"the request body is larger than {max_body} bytes")
+            response = problem_response(refusal)
             response.force_close()
             return response
         try:
@@ -123,11 +126,11 @@ class ProblemServer(web.Server):
         self,
         handler: LowLevelHandler,
         *,
-        max_body: int,
+        oversize: Oversize,
         loop: asyncio.AbstractEventLoop | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(_guarded(handler, max_body), loop=loop, **kwargs)
+        super().__init__(_guarded(handler, oversize), loop=loop, **kwargs)
         self._connection_loop = loop or asyncio.get_running_loop()
         self._connection_kwargs = {
             k: v for k, v in kwargs.items() if k not in ("request_factory", "handler_cancellation")
@@ -145,18 +148,18 @@ class ProblemAppRunner(web.AppRunner):
     the server it returns is rebuilt here as a ProblemServer around the same request handler.
     """
 
-    def __init__(self, app: web.Application, *, max_body: int, **kwargs: Any) -> None:
+    def __init__(self, app: web.Application, *, oversize: Oversize, **kwargs: Any) -> None:
         kwargs.setdefault("max_line_size", MAX_LINE_SIZE)
         kwargs.setdefault("max_field_size", MAX_FIELD_SIZE)
         super().__init__(app, **kwargs)
-        self._max_body = max_body
+        self._oversize = oversize
         self._handler_kwargs = kwargs
 
     async def _make_server(self) -> web.Server:
         plain = await super()._make_server()
         return ProblemServer(
             plain.request_handler,
-            max_body=self._max_body,
+            oversize=self._oversize,
             request_factory=plain.request_factory,
             handler_cancellation=plain.handler_cancellation,
             loop=asyncio.get_running_loop(),

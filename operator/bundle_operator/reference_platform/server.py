@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from bundle_operator.reference_platform.app import MAX_BODY, create_app
+from bundle_operator.reference_platform.app import body_refusal, create_app
 from bundle_operator.reference_platform.context import CONTEXT, ServerConfig
 from bundle_operator.reference_platform.protocol import ProblemAppRunner
 
@@ -28,7 +28,7 @@ class RunningPlatform:
 async def start(config: ServerConfig, host: str = "127.0.0.1", port: int = 0) -> RunningPlatform:
     """Start serving on ``host:port`` (0 picks a free port) and return once it accepts calls."""
     app = create_app(config)
-    runner = ProblemAppRunner(app, max_body=MAX_BODY, access_log=None)
+    runner = ProblemAppRunner(app, oversize=body_refusal(app), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

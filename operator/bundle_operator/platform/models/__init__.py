@@ -35,6 +35,12 @@ from bundle_operator.platform.models.api import Problem as Problem
 from bundle_operator.platform.models.api import Secret as Secret
 from bundle_operator.platform.models.api import SecretCreate as SecretCreate
 from bundle_operator.platform.models.api import SecretUpdate as SecretUpdate
+from bundle_operator.platform.models.artifacts import ARTIFACT_MAX_BYTES as ARTIFACT_MAX_BYTES
+from bundle_operator.platform.models.artifacts import ARTIFACT_MEDIA_TYPE as ARTIFACT_MEDIA_TYPE
+from bundle_operator.platform.models.artifacts import DIGEST_PATTERN as DIGEST_PATTERN
+from bundle_operator.platform.models.artifacts import Artifact as Artifact
+from bundle_operator.platform.models.artifacts import ArtifactRef as ArtifactRef
+from bundle_operator.platform.models.artifacts import Runtime as Runtime
 from bundle_operator.platform.models.base import ID_PATTERN as ID_PATTERN
 from bundle_operator.platform.models.base import ApiModel as ApiModel
 from bundle_operator.platform.models.base import Entity as Entity

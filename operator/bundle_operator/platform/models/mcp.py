@@ -15,6 +15,7 @@ from pydantic import (
 from bundle_operator.document.names import (
     ENV_NAME_PATTERN,
 )
+from bundle_operator.platform.models.artifacts import ArtifactRef, Runtime
 from bundle_operator.platform.models.base import (
     ApiModel,
     Entity,
@@ -110,6 +111,8 @@ class McpServerCreate(ApiModel):
     endpoint_url: Url | None = None
     headers_schema: Annotated[list[SchemaFieldIn], Field(max_length=200)] = Field(default_factory=list)
     catalog: Catalog = Field(default_factory=Catalog)
+    runtime: Runtime | None = None
+    artifact: ArtifactRef | None = None
 
 
 class McpServerUpdate(ApiModel):
@@ -123,6 +126,8 @@ class McpServerUpdate(ApiModel):
     endpoint_url: Url | None = None
     headers_schema: Annotated[list[SchemaFieldIn], Field(max_length=200)] | None = None
     catalog: Catalog | None = None
+    runtime: Runtime | None = None
+    artifact: ArtifactRef | None = None
 
 
 class McpServer(Entity):
@@ -137,6 +142,8 @@ class McpServer(Entity):
     endpoint_url: str | None
     headers_schema: list[SchemaField]
     catalog: Catalog
+    runtime: Runtime | None = None
+    artifact: ArtifactRef | None = None
 
 
 # --- MCP instances ----------------------------------------------------------------------------
