@@ -304,6 +304,10 @@ class DiscoveryService:
             )
         watcher.changed.set()  # discovery then says whether the member is back
 
+    def wake(self) -> None:
+        """Look at the members again now (the platform's own instances are reachable once it listens)."""
+        self._wake.set()
+
     def refresh(self, instance_id: str) -> None:
         """Discover one instance again now."""
         watcher = self._watchers.get(instance_id)

@@ -99,7 +99,7 @@ class InstanceBridge:
     manager: StreamableHTTPSessionManager = field(init=False)
     bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
     # Requests being served now: a log message of the process goes to each (stdio has no request id).
-    serving: set[ServerRequestContext[Any, Any]] = field(default_factory=set)
+    serving: dict[int, ServerRequestContext[Any, Any]] = field(default_factory=dict)
     sessions: dict[int, ServerSession] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -121,7 +121,9 @@ class InstanceBridge:
         add("prompts/get", types.GetPromptRequestParams, self._get_prompt)
         add("resources/read", types.ReadResourceRequestParams, self._read_resource)
         self.server.middleware.insert(0, self._remember_session)
-        self.manager = StreamableHTTPSessionManager(app=self.server, json_response=False, session_idle_timeout=3600)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, json_response=False, session_idle_timeout=3600
+        )
 
     async def start(self) -> None:
         """Run the session manager in a task of its own until ``close``."""
@@ -155,7 +157,7 @@ class InstanceBridge:
     async def told(self, message: Any) -> None:
         """A notification from the process: list changes announced, log messages to current requests."""
         if isinstance(message, types.LoggingMessageNotificationParams):
-            for ctx in list(self.serving):
+            for ctx in list(self.serving.values()):
                 with contextlib.suppress(Exception):
                     await ctx.session.send_log_message(
                         message.level, message.data, logger=message.logger, related_request_id=ctx.request_id
@@ -183,7 +185,7 @@ class InstanceBridge:
     async def _client(self, ctx: ServerRequestContext[Any, Any] | None = None) -> AsyncIterator[Client]:
         """The process's session for one request; a process that cannot serve is a marked error."""
         if ctx is not None:
-            self.serving.add(ctx)
+            self.serving[id(ctx)] = ctx
         try:
             async with self.runner.using(self.workspace, self.instance_id) as client:
                 yield client
@@ -197,7 +199,7 @@ class InstanceBridge:
             raise unavailable(f"crashed: the server's process stopped answering ({reason})") from None
         finally:
             if ctx is not None:
-                self.serving.discard(ctx)
+                self.serving.pop(id(ctx), None)
 
     async def _listed(self, what: str, fetch: Callable[[Client], Awaitable[list[Any]]]) -> list[Any]:
         try:
@@ -261,7 +263,8 @@ class InstanceBridge:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> dict[str, Any]:
-        token = (ctx.meta or {}).get("progressToken") if isinstance(ctx.meta, dict) else None
+        meta = ctx.meta if isinstance(ctx.meta, dict) else {}
+        token = meta.get("progressToken", meta.get("progress_token"))
         progress = ctx.session.report_progress if token is not None else None
         async with self._client(ctx) as client:
             result = await client.call_tool(params.name, params.arguments or {}, progress_callback=progress)
@@ -286,7 +289,9 @@ class InstanceBridge:
         context = params.context.arguments if params.context else None
         async with self._client(ctx) as client:
             return await client.complete(
-                params.ref, {"name": params.argument.name, "value": params.argument.value}, context_arguments=context
+                params.ref,
+                {"name": params.argument.name, "value": params.argument.value},
+                context_arguments=context,
             )
 
 
@@ -307,7 +312,9 @@ class Bridges:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """Serve one request of the gateway to an instance's bridge."""
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), LOOPBACK.token.encode()):
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), LOOPBACK.token.encode()
+        ):
             raise ApiError(401, "unauthorized", "this route serves the platform's own gateway only")
         workspace, instance_id = request.match_info["workspace"], request.match_info["instance"]
         bridge = await self._bridge(workspace, instance_id)

@@ -25,6 +25,7 @@ from bundle_operator.mcpb.errors import Refused
 from bundle_operator.mcpb.launch import FOLDER_VARIABLES, substitute_variables
 from bundle_operator.mcpb.treedigest import check_tree
 from bundle_operator.platform import kinds
+from bundle_operator.reference_platform.artifact_files import ExtractedArtifact
 from bundle_operator.reference_platform.storage import Row, Tx
 
 # Where each person's folder points inside an instance's private home (HOME is the home itself).
@@ -41,16 +42,8 @@ class LaunchRefused(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class ArtifactFolder:
-    """An extracted artifact as the runner needs it: the folder and the digest recorded for it."""
-
-    folder: Path
-    tree_digest: str
-
-
 # How the store finds an instance's extracted artifact (artifact_files.extracted_artifact).
-FindArtifact = Callable[[Tx, str, str], ArtifactFolder | None]
+FindArtifact = Callable[[Tx, str, str], ExtractedArtifact | None]
 
 
 @dataclass(frozen=True)
@@ -64,7 +57,7 @@ class LaunchSpec:
     command: str
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
-    artifact: ArtifactFolder
+    artifact: ExtractedArtifact
     secrets: tuple[str, ...]  # values kept out of every message and log line
     secret_names: frozenset[str] = frozenset()  # env names whose values are secrets (taken as is)
 
@@ -209,7 +202,8 @@ def resolve(spec: LaunchSpec, homes: Path) -> Launch:
     except Refused:
         # The reason names the folder; a gateway client must not learn the platform's disk layout.
         raise LaunchRefused(
-            "tree_changed", "a file or folder of the extracted bundle changed since it was extracted; it is not run"
+            "tree_changed",
+            "a file or folder of the extracted bundle changed since it was extracted; it is not run",
         ) from None
     except OSError as exc:
         raise LaunchRefused("tree_changed", f"the extracted bundle cannot be read ({exc.strerror})") from None

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 import anyio
 from mcp import Client
@@ -111,7 +112,9 @@ class _Slot:
 
 
 @contextlib.asynccontextmanager
-async def _watched(params: StdioServerParameters, errlog: IO[str], ended: asyncio.Event) -> AsyncIterator[Any]:
+async def _watched(
+    params: StdioServerParameters, errlog: TextIO, ended: asyncio.Event
+) -> AsyncIterator[Any]:
     """The SDK's stdio transport, with ``ended`` set once the process's stdout closes."""
     async with stdio_client(params, errlog=errlog) as (read, write):
         relay_send, relay_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -140,7 +143,6 @@ class StdioRunner:
     def __init__(
         self,
         store: Store,
-        homes: Path,
         find: FindArtifact,
         *,
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
@@ -148,7 +150,7 @@ class StdioRunner:
         max_backoff: float = MAX_BACKOFF,
     ) -> None:
         self.store = store
-        self.homes = homes
+        self.homes = Path()
         self.find = find
         self.idle_seconds = idle_seconds
         self.first_backoff = first_backoff
@@ -163,9 +165,13 @@ class StdioRunner:
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Follow the store (changed or deleted instances stop) and stop idle processes."""
-        self.homes.mkdir(mode=0o700, parents=True, exist_ok=True)
+    def start(self, homes: Path) -> None:
+        """Follow the store (changed or deleted instances stop) and stop idle processes.
+
+        ``homes`` holds each instance's private folder (``${HOME}``) and its server's stderr.
+        """
+        self.homes = homes
+        homes.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.store.listen(lambda _generation: self._changed.set())
         self._tasks = [
             asyncio.create_task(self._follow(), name="stdio-follow"),
@@ -252,7 +258,9 @@ class StdioRunner:
             loop = asyncio.get_running_loop()
             wait = slot.retry_at - loop.time()
             if wait > 0:
-                raise InstanceUnavailable(f"{slot.state}: {slot.message}; it is started again in {wait:.0f} s")
+                raise InstanceUnavailable(
+                    f"{slot.state}: {slot.message}; it is started again in {wait:.0f} s"
+                )
             spec = await self.store.transact(lambda tx: _spec(tx, slot, self.find))
             if spec is None:
                 raise InstanceUnavailable("failed: the platform does not run this instance")
@@ -269,7 +277,9 @@ class StdioRunner:
                 slot.held = await self._open(slot, spec, launch)
             except Exception as exc:
                 reason = spec.scrub(error_text(exc))
-                self._backoff(slot, "failed", f"failed: the server did not start: {reason}{self._stderr(slot)}")
+                self._backoff(
+                    slot, "failed", f"failed: the server did not start: {reason}{self._stderr(slot)}"
+                )
                 raise InstanceUnavailable(slot.message) from None
             slot.last_used = loop.time()
             slot.record("running", f"process running ({spec.runtime})")
@@ -324,13 +334,17 @@ class StdioRunner:
         return f" (its last words: {last[:200]})"
 
     async def _open(self, slot: _Slot, spec: LaunchSpec, launch: Launch) -> _Held:
-        params = StdioServerParameters(command=launch.command, args=launch.args, env=launch.env, cwd=launch.cwd)
+        params = StdioServerParameters(
+            command=launch.command, args=launch.args, env=launch.env, cwd=launch.cwd
+        )
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         stop, ended = asyncio.Event(), asyncio.Event()
         instance_id = slot.instance_id
 
         async def on_message(message: Any) -> None:
-            method = getattr(message, "method", None) or getattr(getattr(message, "root", None), "method", None)
+            method = getattr(message, "method", None) or getattr(
+                getattr(message, "root", None), "method", None
+            )
             if isinstance(method, str) and method.endswith("/list_changed"):
                 slot.listings.pop(method.split("/")[1], None)
             if self.notify is not None:
@@ -415,7 +429,7 @@ class StdioRunner:
             self._changed.clear()
             slots = list(self._slots.values())
             try:
-                now = await self.store.transact(lambda tx: {s.instance_id: _fingerprint(tx, s, self.find) for s in slots})
+                now = await self.store.transact(functools.partial(_fingerprints, slots, self.find))
             except Exception:
                 log.exception("cannot read the MCP instances the platform runs")
                 continue
@@ -425,7 +439,9 @@ class StdioRunner:
                     continue
                 async with slot.lock:
                     if current is None:
-                        await self._stop(slot, "stopped: the instance is gone or no longer run by the platform")
+                        await self._stop(
+                            slot, "stopped: the instance is gone or no longer run by the platform"
+                        )
                         self._slots.pop(slot.instance_id, None)
                         if self.gone is not None:
                             await self.gone(slot.instance_id)
@@ -438,6 +454,10 @@ class StdioRunner:
 def _spec(tx: Tx, slot: _Slot, find: FindArtifact) -> LaunchSpec | LaunchRefused | None:
     instance = tx.get(slot.workspace, kinds.MCP_INSTANCES.path, slot.instance_id)
     return launch_spec(tx, instance, find) if instance is not None else None
+
+
+def _fingerprints(slots: list[_Slot], find: FindArtifact, tx: Tx) -> dict[str, str | None]:
+    return {slot.instance_id: _fingerprint(tx, slot, find) for slot in slots}
 
 
 def _fingerprint(tx: Tx, slot: _Slot, find: FindArtifact) -> str | None:
