@@ -191,12 +191,8 @@ class InstanceBridge:
                 yield client
         except InstanceUnavailable as exc:
             raise unavailable(str(exc)) from None
-        except MCPError:
-            raise
         except Exception as exc:
-            # The session broke under the request (the process exited mid-call, say).
-            reason = self.runner.scrub(self.instance_id, error_text(exc))
-            raise unavailable(f"crashed: the server's process stopped answering ({reason})") from None
+            raise self._broken(exc) from None
         finally:
             if ctx is not None:
                 self.serving.pop(id(ctx), None)
@@ -206,12 +202,18 @@ class InstanceBridge:
             listed: list[Any] = await self.runner.listing(self.workspace, self.instance_id, what, fetch)
         except InstanceUnavailable as exc:
             raise unavailable(str(exc)) from None
-        except MCPError:
-            raise
         except Exception as exc:
-            reason = self.runner.scrub(self.instance_id, error_text(exc))
-            raise unavailable(f"crashed: the server's process stopped answering ({reason})") from None
+            raise self._broken(exc) from None
         return listed
+
+    def _broken(self, exc: Exception) -> Exception:
+        """What a failure under a request says: the server's own errors as they are, a lost process marked."""
+        if isinstance(exc, MCPError) and exc.code != types.CONNECTION_CLOSED:
+            return exc
+        if isinstance(exc, MCPError):
+            return unavailable("crashed: the server's process exited while serving the request")
+        reason = self.runner.scrub(self.instance_id, error_text(exc))
+        return unavailable(f"crashed: the server's process stopped answering ({reason})")
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

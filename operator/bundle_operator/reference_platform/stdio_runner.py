@@ -112,9 +112,7 @@ class _Slot:
 
 
 @contextlib.asynccontextmanager
-async def _watched(
-    params: StdioServerParameters, errlog: TextIO, ended: asyncio.Event
-) -> AsyncIterator[Any]:
+async def _watched(params: StdioServerParameters, errlog: TextIO, ended: asyncio.Event) -> AsyncIterator[Any]:
     """The SDK's stdio transport, with ``ended`` set once the process's stdout closes."""
     async with stdio_client(params, errlog=errlog) as (read, write):
         relay_send, relay_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -268,11 +266,13 @@ class StdioRunner:
                 self._refused(slot, spec)
             slot.spec = spec
             slot.fingerprint = spec.fingerprint
-            slot.record("starting", "checking the extracted bundle and starting its server")
             try:
+                # The health keeps its last state while the tree is checked: a refused tree
+                # checked again by discovery is not shown as starting meanwhile.
                 launch = await asyncio.to_thread(resolve, spec, self.homes)
             except LaunchRefused as refused:
                 self._refused(slot, refused)
+            slot.record("starting", "starting its server")
             try:
                 slot.held = await self._open(slot, spec, launch)
             except Exception as exc:

@@ -102,7 +102,9 @@ async def serve(
     ws = f"io-{key()[:8]}"
     data = python_archive(tmp_path, crash_on_start=crash_on_start)
     await api.put_artifact(ws, digest_of(data), data)
-    server = await create(api, ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(server_spec(digest_of(data))))
+    server = await create(
+        api, ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(server_spec(digest_of(data)))
+    )
     token = await secret(api, ws, value=TOKEN_VALUE, name="api token")
     instance = await create(
         api,
@@ -116,7 +118,9 @@ async def serve(
     )
     bundle = await create(api, ws, kinds.GATEWAY_BUNDLES, GatewayBundleCreate(name=f"b-{ws}"))
     await api.put_member(ws, bundle.id, "hello", GatewayMemberPut(mcp_instance_id=instance.id))
-    endpoint = await create(api, ws, kinds.ENDPOINTS, EndpointCreate(name=f"ep-{ws}", gateway_bundle_id=bundle.id))
+    endpoint = await create(
+        api, ws, kinds.ENDPOINTS, EndpointCreate(name=f"ep-{ws}", gateway_bundle_id=bundle.id)
+    )
     assert endpoint.api_key is not None
     [folder] = sorted((platform.db.parent / "artifacts" / ws).iterdir())
     return Served(ws, instance.id, bundle.id, endpoint.url, endpoint.api_key.get_secret_value(), folder)
@@ -124,7 +128,9 @@ async def serve(
 
 async def discovered(api: PlatformClient, served: Served) -> None:
     async def listed() -> bool:
-        return (await member(api, served)).healthy and len(await api.list_tools(served.ws, served.bundle_id)) >= 5
+        return (await member(api, served)).healthy and len(
+            await api.list_tools(served.ws, served.bundle_id)
+        ) >= 5
 
     await eventually(listed, 20, "the stdio member discovered")
 
@@ -147,6 +153,10 @@ async def state_is(api: PlatformClient, served: Served, state: str, within: floa
     return await instance(api, served)
 
 
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
 def text_of(result: Any) -> str:
     return str(result.content[0].text)
 
@@ -166,14 +176,17 @@ async def test_an_instance_launches_and_answers_through_an_endpoint_with_its_env
         assert {"hello__greet", "hello__token_hash", "hello__whereabouts"} <= names
         assert text_of(await client.call_tool("hello__greet", {"name": "Ann"})) == "Hej, Ann!"
         # The secret arrived in the environment; only its hash comes back.
-        assert text_of(await client.call_tool("hello__token_hash", {})) == hashlib.sha256(TOKEN_VALUE.encode()).hexdigest()
+        assert (
+            text_of(await client.call_tool("hello__token_hash", {}))
+            == hashlib.sha256(TOKEN_VALUE.encode()).hexdigest()
+        )
         where = whereabouts(text_of(await client.call_tool("hello__whereabouts", {})))
         assert text_of(await client.call_tool("hello__steps", {}, progress_callback=on_progress)) == "stepped"
 
     assert progress == ["half way", "done"]
     assert Path(where["cwd"]) == served.folder.resolve()
     home = Path(where["home"])
-    assert home != Path.home() and stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert home != Path.home() and mode_of(home) == 0o700
     assert where["argv"] == [f"--home={home}"]
     # A minimal inherited environment: the platform's own settings (PYTHONPATH here) stay out.
     assert "PYTHONPATH" not in where["env"] and {"GREETING", "API_TOKEN", "PATH", "HOME"} <= set(where["env"])
@@ -186,11 +199,14 @@ async def test_an_instance_launches_and_answers_through_an_endpoint_with_its_env
 async def test_a_url_instance_has_no_health(api: PlatformClient) -> None:
     ws = f"io-{key()[:8]}"
     server = await create(
-        api, ws, kinds.MCP_SERVERS, McpServerCreate(name="remote", type="url", endpoint_url="https://example.com/mcp")
+        api,
+        ws,
+        kinds.MCP_SERVERS,
+        McpServerCreate(name="remote", type="url", endpoint_url="https://example.com/mcp"),
     )
     made = await create(api, ws, kinds.MCP_INSTANCES, McpInstanceCreate(server_id=server.id, name="remote"))
     assert made.health is None
-    assert [i.health for i in await api.list(ws, kinds.MCP_INSTANCES)] == [None]
+    assert [i.health for i in await api.list_all(ws, kinds.MCP_INSTANCES)] == [None]
 
 
 async def test_an_idle_process_stops_and_the_next_call_starts_it_again(
@@ -274,11 +290,15 @@ async def test_a_server_that_cannot_start_is_failed_with_its_reason(
     assert processes_under(served.folder) == []
 
 
-async def test_a_secret_in_the_args_is_refused(api: PlatformClient, stdio_platform: PlatformProcess, tmp_path: Path) -> None:
+async def test_a_secret_in_the_args_is_refused(
+    api: PlatformClient, stdio_platform: PlatformProcess, tmp_path: Path
+) -> None:
     ws = f"io-{key()[:8]}"
     data = python_archive(tmp_path)
     await api.put_artifact(ws, digest_of(data), data)
-    server = await create(api, ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(server_spec(digest_of(data))))
+    server = await create(
+        api, ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(server_spec(digest_of(data)))
+    )
     token = await secret(api, ws, value=TOKEN_VALUE)
     with pytest.raises(Refused) as refused:
         await create(
@@ -286,7 +306,9 @@ async def test_a_secret_in_the_args_is_refused(api: PlatformClient, stdio_platfo
             ws,
             kinds.MCP_INSTANCES,
             McpInstanceCreate(
-                server_id=server.id, name="hello", args=["${__dirname}/server/main.py", SecretRef(secret_id=token.id)]
+                server_id=server.id,
+                name="hello",
+                args=["${__dirname}/server/main.py", SecretRef(secret_id=token.id)],
             ),
         )
     assert refused.value.code == "secret_on_command_line"
@@ -297,6 +319,7 @@ async def test_no_process_outlives_the_platform(tmp_path: Path) -> None:
     try:
         async with PlatformClient(platform.url, token=TOKEN, timeout=20.0) as client:
             served = await serve(client, platform, tmp_path)
+            await discovered(client, served)
             async with served.connect() as mcp:
                 assert text_of(await mcp.call_tool("hello__greet", {"name": "Ann"})) == "Hej, Ann!"
             assert len(processes_under(served.folder)) == 1
@@ -304,4 +327,4 @@ async def test_no_process_outlives_the_platform(tmp_path: Path) -> None:
         assert platform.stop() == 0
     assert processes_under(served.folder) == []
     assert not any(p for p in processes_under(tmp_path))
-    assert os.path.isdir(served.folder)
+    assert mode_of(served.folder) == 0o700  # the extracted tree stays for the next start
