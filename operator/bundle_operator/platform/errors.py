@@ -61,7 +61,8 @@ class PreconditionFailed(Conflict):
 
 
 class Refused(PlatformError):
-    """The platform's rules refuse the request as given (422); ``errors`` name the fields."""
+    """The platform's rules refuse the request as given (422, or 413 for a body over a route's
+    limit); ``errors`` name the fields."""
 
 
 class Unavailable(PlatformError):
@@ -84,7 +85,7 @@ def error_for_status(status: int) -> type[PlatformError]:
         return PreconditionFailed
     if status == 409:
         return Conflict
-    if status == 422:
+    if status in (413, 422):
         return Refused
     if status == 429:
         return RateLimited

@@ -234,6 +234,8 @@ def create_app(config: ServerConfig) -> web.Application:
         await ctx.store.open()
         folder, ctx.artifacts_temporary = await asyncio.to_thread(artifacts_dir, config)
         await asyncio.to_thread(artifact_files.open_root, folder)
+        kept = await ctx.store.transact(artifact_files.stored_folders)
+        await asyncio.to_thread(artifact_files.sweep, folder, kept)
         ctx.artifacts_dir = folder
         # Beside the workspaces' folders: a workspace name never starts with a dot.
         runner.start(folder / ".instances")

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 from bundle_operator.mcpb.extract import extract_file
 from bundle_operator.mcpb.reader import running_platform
 from bundle_operator.platform import kinds
+from bundle_operator.platform.conventions import WORKSPACE_PATTERN
 from bundle_operator.platform.models import ARTIFACT_MEDIA_TYPE
 from bundle_operator.reference_platform.storage import Row, Tx
 
@@ -32,6 +33,8 @@ ID_PREFIX = "art"
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # Uploads in progress are written here, on the same disk as the folders they become.
 UPLOADS = ".uploads"
+# An extracted folder's name: the digest's hex and a random suffix (see extract_upload).
+FOLDER_NAME = re.compile(r"[0-9a-f]{64}-[0-9a-f]{12}")
 
 
 @dataclass(frozen=True)
@@ -154,3 +157,24 @@ def open_root(path: Path) -> None:
     """Create the artifacts directory (private) and drop uploads a previous run left unfinished."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     shutil.rmtree(path / UPLOADS, ignore_errors=True)
+
+
+def stored_folders(tx: Tx) -> set[str]:
+    """The folders of every stored artifact, in every workspace."""
+    return {str(row.data["_folder"]) for row in tx.every(ARTIFACTS)}
+
+
+def sweep(root: Path, kept: set[str]) -> None:
+    """Remove extracted folders no artifact row names: a previous run stopped between extracting
+    an archive and storing its row. Only names this module makes are touched."""
+    for workspace in root.iterdir():
+        if (
+            not workspace.is_dir()
+            or workspace.is_symlink()
+            or not WORKSPACE_PATTERN.fullmatch(workspace.name)
+        ):
+            continue
+        for folder in workspace.iterdir():
+            if FOLDER_NAME.fullmatch(folder.name) and str(folder) not in kept and not folder.is_symlink():
+                log.info("removing %s, extracted by an upload that was never stored", folder)
+                remove_folder(folder)

@@ -4,6 +4,7 @@ referred to by MCP server specs, and deleted only once nothing refers to it."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from tests.unit.mcpb.craft import base_manifest, build
 from bundle_operator.mcpb.treedigest import tree_digest
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
-from bundle_operator.platform.errors import Conflict, NotFound, Refused
+from bundle_operator.platform.errors import Conflict, NotFound, Refused, Unavailable
 from bundle_operator.platform.models import (
     ArtifactRef,
     FaultSpec,
@@ -287,10 +288,16 @@ async def test_the_client_maps_refusals_to_typed_errors(
     assert bad.value.code == "artifact_refused"
 
 
-async def arm(client: PlatformClient, **spec: Any) -> None:
-    await client.request(
+async def arm(client: PlatformClient, **spec: Any) -> str:
+    response = await client.request(
         "POST", "/_admin/faults", body=FaultSpec.model_validate(spec).model_dump_json().encode(), safe=False
     )
+    return str(response.json()["id"])
+
+
+async def injected(client: PlatformClient, fault_id: str) -> int:
+    faults = (await client.request("GET", "/_admin/faults", safe=True)).json()["items"]
+    return int(next(f["injected"] for f in faults if f["id"] == fault_id))
 
 
 async def test_an_upload_is_repeated_through_a_fault_and_a_lost_answer(
@@ -299,14 +306,15 @@ async def test_an_upload_is_repeated_through_a_fault_and_a_lost_answer(
     data = archive(tmp_path)
     digest = digest_of(data)
     path = f"/v1/workspaces/{ws}/artifacts/{digest}"
-    await arm(client, method="PUT", path=path, status=503, times=1)
+    unavailable = await arm(client, method="PUT", path=path, status=503, times=1)
     stored = await client.put_artifact(ws, digest, data)
-    assert stored.digest == digest
+    assert stored.digest == digest and await injected(client, unavailable) == 1
     await client.delete_artifact(ws, digest)
 
     # The platform stores it and the answer is lost: the repeat finds the same artifact.
-    await arm(client, method="PUT", path=path, status=502, when="after")
+    lost = await arm(client, method="PUT", path=path, status=502, when="after")
     again = await client.put_artifact(ws, digest, data)
+    assert await injected(client, lost) == 1
     assert [a.digest for a in await client.list_artifacts(ws)] == [digest]
     assert len(folders(platform, ws)) == 1
     assert again.tree_digest == stored.tree_digest
@@ -314,9 +322,9 @@ async def test_an_upload_is_repeated_through_a_fault_and_a_lost_answer(
     # A single attempt shows the injected problem as the typed error.
     async with PlatformClient(platform.url, token=TOKEN, retry=RetryPolicy(attempts=1)) as once:
         await arm(once, method="GET", path=path, status=500)
-        with pytest.raises(Exception) as failed:
+        with pytest.raises(Unavailable) as failed:
             await once.get_artifact(ws, digest)
-        assert getattr(failed.value, "code", None) == "injected_fault"
+        assert (failed.value.status, failed.value.code) == (500, "injected_fault")
 
 
 async def test_a_body_over_the_limit_is_refused_with_or_without_a_length(tmp_path: Path) -> None:
@@ -324,8 +332,7 @@ async def test_a_body_over_the_limit_is_refused_with_or_without_a_length(tmp_pat
     try:
         artifacts = running.runner.app[CONTEXT].artifacts()
         assert artifacts == (tmp_path / "artifacts").resolve()
-        data = archive(tmp_path, "x" * 20_000)  # compresses to far less than 20 kB
-        big = data + b"\0" * (5000 - len(data)) if len(data) < 5000 else data
+        big = os.urandom(5000)  # refused before anything reads it as an archive
         digest = digest_of(big)
         url = f"{running.url}/v1/workspaces/w/artifacts/{digest}"
         async with httpx.AsyncClient(timeout=30.0) as http:
@@ -340,6 +347,10 @@ async def test_a_body_over_the_limit_is_refused_with_or_without_a_length(tmp_pat
             assert (streamed.status_code, problem_of(streamed)["code"]) == (413, "too_large")
             assert "4096" in problem_of(streamed)["detail"]
             assert (await http.get(f"{running.url}/v1/workspaces/w/artifacts")).json()["items"] == []
+            async with PlatformClient(running.url, retry=FAST_RETRY) as client:
+                with pytest.raises(Refused) as refused:
+                    await client.put_artifact("w", digest, big)
+                assert (refused.value.status, refused.value.code) == (413, "too_large")
             # Other routes keep the API's own limit.
             small = archive(tmp_path, "small")
             fits = await http.put(
@@ -358,8 +369,8 @@ async def test_an_in_memory_platform_extracts_into_a_temporary_folder(tmp_path: 
         folder = running.runner.app[CONTEXT].artifacts()
         data = archive(tmp_path)
         async with PlatformClient(running.url, retry=FAST_RETRY) as client:
-            stored = await client.put_artifact(client_ws := "mem", digest_of(data), data)
-            [extracted] = list((folder / client_ws).iterdir())
+            stored = await client.put_artifact("mem", digest_of(data), data)
+            [extracted] = list((folder / "mem").iterdir())
             assert tree_digest(extracted) == stored.tree_digest
     finally:
         await running.stop()
@@ -410,3 +421,31 @@ def test_a_listing_pages_in_upload_order(platform: PlatformProcess, ws: str, tmp
         if cursor is None:
             break
     assert seen == digests
+
+
+async def test_a_restart_keeps_stored_folders_and_drops_unstored_ones(tmp_path: Path) -> None:
+    config = ServerConfig(db_path=tmp_path / "p.db")
+    data = archive(tmp_path)
+    digest = digest_of(data)
+    running = await start(config)
+    try:
+        async with PlatformClient(running.url, retry=FAST_RETRY) as client:
+            stored = await client.put_artifact("w", digest, data)
+    finally:
+        await running.stop()
+    workspace = tmp_path / "artifacts" / "w"
+    [kept] = list(workspace.iterdir())
+    # What a run that stopped between extracting and storing leaves behind.
+    orphan = workspace / f"{'0' * 64}-{'a' * 12}"
+    (orphan / "server").mkdir(parents=True)
+    unrelated = workspace / "notes"
+    unrelated.mkdir()
+
+    running = await start(config)
+    try:
+        async with PlatformClient(running.url, retry=FAST_RETRY) as client:
+            assert await client.get_artifact("w", digest) == stored
+        assert sorted(workspace.iterdir()) == sorted([kept, unrelated])
+        assert tree_digest(kept) == stored.tree_digest
+    finally:
+        await running.stop()

@@ -82,6 +82,10 @@ CLIENT_METHODS: dict[str, str] = {
     "list_app_versions": "list_app_versions",
     "add_app_version": "add_app_version",
     "update_app_version": "set_app_version_archived",
+    "put_artifact": "put_artifact",
+    "get_artifact": "get_artifact",
+    "list_artifacts": "list_artifacts",
+    "delete_artifact": "delete_artifact",
     # The fault admin routes are for tests; they are called with PlatformClient.request.
     "add_fault": "request",
     "list_faults": "request",

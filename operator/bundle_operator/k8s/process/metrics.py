@@ -166,7 +166,8 @@ METRICS: Final = Metrics(REGISTRY)
 
 # --- route templates ------------------------------------------------------------------------
 
-_COLLECTIONS: Final = frozenset(kind.path for kind in ALL_KINDS)
+# Artifacts are no entity kind (they are addressed by digest) but have the same two routes.
+_COLLECTIONS: Final = frozenset(kind.path for kind in ALL_KINDS) | {"artifacts"}
 # Sub-collections of a gateway bundle; each has a /{id} item route (the actions and the audit
 # log below have none). Resource names keep their
 # '/' in the path, so a resource item may span several segments.
