@@ -15,6 +15,7 @@ import contextlib
 import functools
 import logging
 import os
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -316,6 +317,11 @@ class StdioRunner:
             slot.failures = 0
         self._backoff(slot, "crashed", f"crashed: the server's process exited{self._stderr(slot)}")
 
+    def _forget_files(self, slot: _Slot) -> None:
+        """Remove the private folder and stderr of an instance that is gone (nothing else reads them)."""
+        shutil.rmtree(self.homes / slot.instance_id, ignore_errors=True)
+        self._stderr_path(slot).unlink(missing_ok=True)
+
     def _stderr_path(self, slot: _Slot) -> Path:
         return self.homes / f"{slot.instance_id}.stderr"
 
@@ -443,6 +449,7 @@ class StdioRunner:
                             slot, "stopped: the instance is gone or no longer run by the platform"
                         )
                         self._slots.pop(slot.instance_id, None)
+                        await asyncio.to_thread(self._forget_files, slot)
                         if self.gone is not None:
                             await self.gone(slot.instance_id)
                     elif slot.fingerprint is not None:

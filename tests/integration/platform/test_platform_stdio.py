@@ -36,6 +36,7 @@ from bundle_operator.platform.models import (
     GatewayMemberPut,
     McpInstance,
     McpInstanceCreate,
+    McpInstanceUpdate,
     McpServerCreate,
     SecretRef,
 )
@@ -328,3 +329,38 @@ async def test_no_process_outlives_the_platform(tmp_path: Path) -> None:
     assert processes_under(served.folder) == []
     assert not any(p for p in processes_under(tmp_path))
     assert mode_of(served.folder) == 0o700  # the extracted tree stays for the next start
+
+
+async def test_a_changed_instance_restarts_with_its_new_values_and_a_deleted_one_stops(
+    api: PlatformClient, stdio_platform: PlatformProcess, tmp_path: Path
+) -> None:
+    served = await serve(api, stdio_platform, tmp_path)
+    await discovered(api, served)
+    async with served.connect() as client:
+        assert text_of(await client.call_tool("hello__greet", {"name": "Ann"})) == "Hej, Ann!"
+        [before] = processes_under(served.folder)
+        current = await instance(api, served)
+        await api.update(
+            served.ws,
+            kinds.MCP_INSTANCES,
+            served.instance_id,
+            McpInstanceUpdate(env={"GREETING": "Hallo", "API_TOKEN": current.env["API_TOKEN"]}),
+            revision=current.revision,
+        )
+
+        async def greeted_anew() -> bool:
+            try:
+                result = await client.call_tool("hello__greet", {"name": "Ann"})
+            except MCPError:
+                return False  # a call that met the old process as it stopped
+            return text_of(result) == "Hallo, Ann!"
+
+        await eventually(greeted_anew, 10, "the new greeting")
+        assert before not in processes_under(served.folder)
+    await api.delete_member(served.ws, served.bundle_id, "hello")
+    await api.delete(served.ws, kinds.MCP_INSTANCES, served.instance_id)
+
+    async def stopped() -> bool:
+        return processes_under(served.folder) == []
+
+    await eventually(stopped, 10, "the deleted instance's process stopped")
