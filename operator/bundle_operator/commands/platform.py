@@ -64,6 +64,18 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="seconds between discoveries of each gateway member (default 60; list_changed comes sooner)",
     )
     run.add_argument(
+        "--instance-idle-seconds",
+        type=float,
+        default=300.0,
+        help="seconds an MCP instance the platform runs may go unused before its process stops (default 300)",
+    )
+    run.add_argument(
+        "--instance-backoff-seconds",
+        type=float,
+        default=1.0,
+        help="first wait before a crashed instance process starts again; it doubles up to 60 (default 1)",
+    )
+    run.add_argument(
         "--allow-private-issuers",
         action="store_true",
         help="let OAuth endpoints use an issuer on loopback or a private network (tests and local setups)",
@@ -107,6 +119,10 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0.1 <= args.discovery_interval <= 86400:
         print("bundlectl platform serve: --discovery-interval must be 0.1..86400 seconds", file=sys.stderr)
         return EXIT_USAGE
+    if not 0.1 <= args.instance_idle_seconds <= 86400 or not 0.01 <= args.instance_backoff_seconds <= 60:
+        print("bundlectl platform serve: --instance-idle-seconds must be 0.1..86400 seconds, "
+              "--instance-backoff-seconds 0.01..60", file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
     if args.audit_max_entries < 1 or not 0 < args.audit_max_age_days <= 36500:
         print("bundlectl platform serve: --audit-max-entries must be 1 or more, --audit-max-age-days "
               "0 to 36500", file=sys.stderr)  # fmt: skip
@@ -138,6 +154,8 @@ def _serve(args: argparse.Namespace) -> int:
         audit_max_entries=args.audit_max_entries,
         audit_max_age_days=args.audit_max_age_days,
         artifacts_dir=args.artifacts_dir,
+        instance_idle_seconds=args.instance_idle_seconds,
+        instance_backoff_seconds=args.instance_backoff_seconds,
     )
 
     def ready(url: str) -> None:

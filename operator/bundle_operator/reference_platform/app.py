@@ -50,6 +50,10 @@ from bundle_operator.reference_platform.problems import ApiError, problem_respon
 from bundle_operator.reference_platform.protocol import Oversize
 from bundle_operator.reference_platform.secret_store import SecretRules
 from bundle_operator.reference_platform.skill_rules import SkillRules
+from bundle_operator.reference_platform.stdio_bridge import Bridges
+from bundle_operator.reference_platform.stdio_loopback import PATH as STDIO_PATH
+from bundle_operator.reference_platform.stdio_loopback import ROUTE_NAME as STDIO_ROUTE_NAME
+from bundle_operator.reference_platform.stdio_runner import StdioRunner
 from bundle_operator.reference_platform.storage import Store
 
 log = logging.getLogger("bundle_operator.reference_platform")
@@ -117,8 +121,13 @@ def auth_middleware(token: str | None) -> Middleware:
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if token is None or request.path == "/healthz":
             return await handler(request)
-        if request.match_info.route.name in (ROUTE_NAME, METADATA_ROUTE_NAME, CATALOG_ROUTE_NAME):
-            return await handler(request)  # endpoints check their own keys or tokens
+        if request.match_info.route.name in (
+            ROUTE_NAME,
+            METADATA_ROUTE_NAME,
+            CATALOG_ROUTE_NAME,
+            STDIO_ROUTE_NAME,
+        ):
+            return await handler(request)  # endpoints and the stdio bridge check their own keys or tokens
         given = request.headers.get("Authorization", "")
         scheme, _, value = given.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
@@ -185,6 +194,18 @@ def create_app(config: ServerConfig) -> web.Application:
     )
     discovery = DiscoveryService(ctx.store, interval=config.discovery_interval)
     gateway.member_failed = discovery.member_failed
+    runner = StdioRunner(
+        ctx.store,
+        artifact_files.extracted_artifact,
+        idle_seconds=config.instance_idle_seconds,
+        first_backoff=config.instance_backoff_seconds,
+    )
+    runner.unhealthy = discovery.instance_failed
+    bridges = Bridges(runner)
+    runner.gone = bridges.forget
+    ctx.instance_health = runner.health
+    ctx.on_bound.append(discovery.wake)
+    app.router.add_route("*", STDIO_PATH, bridges.handle, name=STDIO_ROUTE_NAME)
     app.router.add_get("/healthz", health)
     app.router.add_get("/metrics", gateway.metrics.route, name=METRICS_ROUTE_NAME)
     # Endpoints answer MCP on the API's own listener, under the public URL's path.
@@ -216,12 +237,16 @@ def create_app(config: ServerConfig) -> web.Application:
         kept = await ctx.store.transact(artifact_files.stored_folders)
         await asyncio.to_thread(artifact_files.sweep, folder, kept)
         ctx.artifacts_dir = folder
+        # Beside the workspaces' folders: a workspace name never starts with a dot.
+        runner.start(folder / ".instances")
         gateway.start()
         discovery.start()
 
     async def close_all(app: web.Application) -> None:
         await discovery.stop()
         await gateway.stop()
+        await bridges.close()
+        await runner.close()
         if ctx.session is not None:
             await ctx.session.close()
         await ctx.store.close()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -35,6 +37,10 @@ class ServerConfig:
     allow_private_issuers: bool = False
     audit_max_entries: int = 100_000
     audit_max_age_days: float = 30.0
+    # Seconds an instance's own process may go unused before it is stopped (stdio_runner.py).
+    instance_idle_seconds: float = 300.0
+    # The first wait before a crashed instance process is started again; it doubles up to 60 s.
+    instance_backoff_seconds: float = 1.0
     # Where uploaded archives are extracted; None means ``artifacts/`` beside the database file,
     # or a temporary folder (removed at shutdown) when the database is in memory.
     artifacts_dir: Path | None = None
@@ -54,6 +60,10 @@ class Context:
     store: Store
     public_url: str = "http://127.0.0.1/mcp"
     session: aiohttp.ClientSession | None = field(default=None)
+    # The health of an instance the platform runs itself, by id (None: not looked at yet).
+    instance_health: Callable[[str], dict[str, Any] | None] = field(default=lambda _instance_id: None)
+    # Told once the listener is bound (the loopback bridge's address is known then).
+    on_bound: list[Callable[[], None]] = field(default_factory=list)
     # Set when the server starts (see app.open_store).
     artifacts_dir: Path | None = None
     artifacts_temporary: bool = False

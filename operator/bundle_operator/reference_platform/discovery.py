@@ -284,9 +284,18 @@ class DiscoveryService:
         """
         for watcher in list(self._watchers.values()):
             if watcher.link == link:
-                task = asyncio.create_task(self._report(watcher, f"a call failed: {reason}"))
-                self._reports.add(task)
-                task.add_done_callback(self._reports.discard)
+                self._schedule_report(watcher, f"a call failed: {reason}")
+
+    def instance_failed(self, instance_id: str, reason: str) -> None:
+        """The platform's own process of a member instance could not start: unhealthy now with ``reason``."""
+        watcher = self._watchers.get(instance_id)
+        if watcher is not None:
+            self._schedule_report(watcher, reason)
+
+    def _schedule_report(self, watcher: _Watcher, message: str) -> None:
+        task = asyncio.create_task(self._report(watcher, message))
+        self._reports.add(task)
+        task.add_done_callback(self._reports.discard)
 
     async def _report(self, watcher: _Watcher, message: str) -> None:
         with contextlib.suppress(Exception):
@@ -294,6 +303,10 @@ class DiscoveryService:
                 functools.partial(_save_for, watcher, {"ok": False, "message": message})
             )
         watcher.changed.set()  # discovery then says whether the member is back
+
+    def wake(self) -> None:
+        """Look at the members again now (the platform's own instances are reachable once it listens)."""
+        self._wake.set()
 
     def refresh(self, instance_id: str) -> None:
         """Discover one instance again now."""

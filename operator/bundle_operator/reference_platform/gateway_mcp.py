@@ -79,6 +79,7 @@ from bundle_operator.reference_platform.member_link import MemberLink, MemberPoo
 from bundle_operator.reference_platform.member_relay import RelayPool, Route
 from bundle_operator.reference_platform.member_subscriptions import Subscriptions
 from bundle_operator.reference_platform.problems import ApiError
+from bundle_operator.reference_platform.stdio_loopback import unavailable_reason
 from bundle_operator.reference_platform.storage import Store
 
 log = logging.getLogger("bundle_operator.platform.gateway")
@@ -230,8 +231,8 @@ class Gateway:
             return await self.forwarder.call_tool(link, version, tool, arguments, carried, on_message)
         except (HeaderMismatch, aiohttp.ClientConnectorError):
             return None
-        except MCPError:
-            raise
+        except MCPError as exc:
+            raise self._cannot_run(link, member, exc) from None
         except Exception as exc:
             raise self._unavailable(link, member, exc) from None
 
@@ -240,6 +241,15 @@ class Gateway:
         log.warning("the member %s did not answer: %s", member, reason)
         self.member_failed(link, reason)
         return MCPError(code=types.INTERNAL_ERROR, message=f"the member '{member}' did not answer: {reason}")
+
+    def _cannot_run(self, link: MemberLink, member: str, exc: MCPError) -> MCPError:
+        """``exc``, or, when the platform's own process of the member could not serve, an error naming it."""
+        reason = unavailable_reason(exc)
+        if reason is None:
+            return exc
+        log.warning("the member %s cannot serve: %s", member, reason)
+        self.member_failed(link, reason)
+        return MCPError(code=types.INTERNAL_ERROR, message=f"the member '{member}' cannot serve: {reason}")
 
     async def relay_member_tool(
         self, link: MemberLink | None, member: str, tool: str, arguments: dict[str, Any], relayed: Relayed
@@ -304,8 +314,8 @@ class Gateway:
         """``work`` with the member; a failure other than the member's own MCP error names it."""
         try:
             return await work
-        except MCPError:
-            raise
+        except MCPError as exc:
+            raise self._cannot_run(link, member, exc) from None
         except Exception as exc:
             raise self._unavailable(link, member, exc) from None
 

@@ -28,6 +28,7 @@ from bundle_operator.reference_platform.secret_store import (
     secret_value,
     store_owned_secret,
 )
+from bundle_operator.reference_platform.stdio_launch import runs_itself
 from bundle_operator.reference_platform.storage import Row, Tx
 
 # Used only when a field declares neither a type nor ``secret``: the service's name heuristic.
@@ -306,6 +307,13 @@ def validate_instance(
             raise refused("args", "a url server takes no args")
         for i, arg in enumerate(body.args):
             if isinstance(arg, SecretRef):
+                if runs_itself(spec):
+                    raise refused(
+                        f"args.{i}",
+                        "the platform passes a secret to a server it runs in its environment, never on "
+                        "its command line: declare it in env_schema and set it in env",
+                        code="secret_on_command_line",
+                    )
                 secret_value(tx, workspace, arg.secret_id, f"args.{i}")
     if body.endpoint_url is not None:
         if spec["type"] != "url":
@@ -370,6 +378,18 @@ class McpInstanceRules(KindRules):
 
     def after_delete(self, tx: Tx, ctx: Context, workspace: str, row: Row) -> None:
         delete_owned_secrets(tx, workspace, row.id)
+
+    def render(self, tx: Tx, ctx: Context, row: Row, *, issued: bool) -> dict[str, Any]:
+        shown = row.public()
+        server = tx.get(row.workspace, kinds.MCP_SERVERS.path, row.data["server_id"])
+        health: dict[str, Any] | None = None
+        if server is not None and runs_itself(server.data):
+            health = ctx.instance_health(row.id) or {
+                "state": "idle",
+                "message": "not started yet: the platform starts its server on first use",
+                "checked_at": row.updated_at,
+            }
+        return {**shown, "health": health}
 
 
 def instance_url(tx: Tx, workspace: str, instance: Row) -> str | None:

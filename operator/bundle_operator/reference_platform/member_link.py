@@ -1,8 +1,9 @@
 """How the gateway reaches a member: its URL and headers, and MCP client sessions to it.
 
-A member is an MCP instance of a url server. Its URL and headers may be secret references; they
-are resolved here, inside a store transaction, and never leave the process in a message: errors
-about a member name the member, not where it lives.
+A member is an MCP instance of a url server, or one the platform runs itself over stdio, which the
+gateway reaches at its loopback bridge (stdio_bridge.py) like any url member. A URL and headers may
+be secret references; they are resolved here, inside a store transaction, and never leave the
+process in a message: errors about a member name the member, not where it lives.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from mcp_types import INVALID_REQUEST
 
 from bundle_operator.platform import kinds
 from bundle_operator.reference_platform.mcp_rules import target_url
+from bundle_operator.reference_platform.stdio_launch import runs_itself
+from bundle_operator.reference_platform.stdio_loopback import LOOPBACK
 from bundle_operator.reference_platform.storage import Row, Tx
 
 log = logging.getLogger("bundle_operator.platform.gateway")
@@ -55,10 +58,14 @@ class MemberLink:  # not slotted: the fingerprint is cached on the instance
 
 
 def member_link(tx: Tx, workspace: str, instance: Row) -> MemberLink | None:
-    """The link to an MCP instance when it is a url member the gateway can call, else None."""
+    """The link to an MCP instance when it is a member the gateway can call, else None."""
     url = target_url(tx, workspace, instance.data)
     if url is None:
-        return None
+        server = server_of(tx, workspace, instance)
+        bridge = LOOPBACK.url(workspace, instance.id)
+        if server is None or not runs_itself(server.data) or bridge is None:
+            return None
+        return MemberLink(bridge, (("Authorization", f"Bearer {LOOPBACK.token}"),))
     headers: list[tuple[str, str]] = []
     for name, value in sorted((instance.data.get("headers") or {}).items()):
         if isinstance(value, str):

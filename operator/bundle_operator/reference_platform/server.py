@@ -11,6 +11,7 @@ from aiohttp import web
 from bundle_operator.reference_platform.app import body_refusal, create_app
 from bundle_operator.reference_platform.context import CONTEXT, ServerConfig
 from bundle_operator.reference_platform.protocol import ProblemAppRunner
+from bundle_operator.reference_platform.stdio_loopback import LOOPBACK
 
 
 class RunningPlatform:
@@ -33,6 +34,9 @@ async def start(config: ServerConfig, host: str = "127.0.0.1", port: int = 0) ->
     site = web.TCPSite(runner, host, port)
     await site.start()
     bound_port = int(runner.addresses[0][1])
+    LOOPBACK.bind(host, bound_port)
+    for bound in app[CONTEXT].on_bound:
+        bound()
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{bound_port}"
     if not config.public_url:

@@ -106,6 +106,8 @@ from bundle_operator.platform.models.mcp import CatalogPromptArgument as Catalog
 from bundle_operator.platform.models.mcp import CatalogResource as CatalogResource
 from bundle_operator.platform.models.mcp import CatalogTool as CatalogTool
 from bundle_operator.platform.models.mcp import FieldType as FieldType
+from bundle_operator.platform.models.mcp import HealthState as HealthState
+from bundle_operator.platform.models.mcp import InstanceHealth as InstanceHealth
 from bundle_operator.platform.models.mcp import McpInstance as McpInstance
 from bundle_operator.platform.models.mcp import McpInstanceCreate as McpInstanceCreate
 from bundle_operator.platform.models.mcp import McpInstanceUpdate as McpInstanceUpdate

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -173,6 +174,17 @@ class McpInstanceUpdate(ApiModel):
     context_secret_id: EntityId | None = None
 
 
+HealthState = Literal["running", "idle", "starting", "crashed", "tree_changed", "failed"]
+
+
+class InstanceHealth(ApiModel):
+    """How the platform's own process of an instance fares (instances it runs over stdio)."""
+
+    state: HealthState
+    message: str
+    checked_at: datetime
+
+
 class McpInstance(Entity):
     """A stored MCP instance; secret values appear only as references."""
 
@@ -184,3 +196,5 @@ class McpInstance(Entity):
     endpoint_url: Value | None
     context_secret_id: str | None
     context_signing: bool
+    # None for an instance the platform does not run itself (a url or docker server, say).
+    health: InstanceHealth | None = None

@@ -1,0 +1,349 @@
+"""Each instance the platform runs, served to the gateway as a streamable-HTTP MCP server on loopback.
+
+The gateway reaches its members over HTTP (discovery, probes, relayed and direct calls); rather than
+teach each of those a second transport, the platform serves every stdio instance at an internal path
+of its own listener, behind a per-process bearer token (stdio_loopback.py). Its handlers pass each
+request to the instance's one client session (stdio_runner.py), progress and log messages back to
+the request they belong to. Sampling, elicitation and roots are not relayed: the session to the
+process declares none of them, so a server that asks gets the error it would get from such a host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import mcp_types as types
+from aiohttp import web
+from mcp import Client
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from bundle_operator.reference_platform.asgi_bridge import serve_asgi
+from bundle_operator.reference_platform.member_forward import as_written
+from bundle_operator.reference_platform.member_probe import error_text
+from bundle_operator.reference_platform.problems import ApiError
+from bundle_operator.reference_platform.stdio_loopback import LOOPBACK, UNAVAILABLE
+from bundle_operator.reference_platform.stdio_runner import InstanceUnavailable, StdioRunner
+
+log = logging.getLogger("bundle_operator.platform.stdio")
+
+# A server that pages forever still ends: at most this many pages of one list are read.
+MAX_PAGES = 50
+_EVENTS: dict[str, Callable[[], ServerEvent]] = {
+    "tools": ToolsListChanged,
+    "prompts": PromptsListChanged,
+    "resources": ResourcesListChanged,
+}
+_T = TypeVar("_T")
+
+
+def unavailable(message: str) -> MCPError:
+    """The bridge's error for an instance that cannot serve, marked so the gateway names its member."""
+    return MCPError(code=types.INTERNAL_ERROR, message=message, data={UNAVAILABLE: message})
+
+
+async def _pages(fetch: Callable[[str | None], Awaitable[Any]], attr: str) -> list[Any]:
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await fetch(cursor)
+        items.extend(getattr(page, attr))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+class _AnnouncingServer(Server[Any]):
+    """A ``Server`` whose handshake-era ``initialize`` says every list can change (as the process's may)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        every_list = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+        return super().create_initialization_options(
+            notification_options or every_list, experimental_capabilities, extensions
+        )
+
+
+@dataclass(eq=False)
+class InstanceBridge:
+    """The MCP server standing for one instance, over its process's client session."""
+
+    workspace: str
+    instance_id: str
+    runner: StdioRunner
+    server: Server[Any] = field(init=False)
+    manager: StreamableHTTPSessionManager = field(init=False)
+    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
+    # Requests being served now: a log message of the process goes to each (stdio has no request id).
+    serving: dict[int, ServerRequestContext[Any, Any]] = field(default_factory=dict)
+    sessions: dict[int, ServerSession] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.server = _AnnouncingServer(
+            f"stdio-instance/{self.instance_id}",
+            version="1",
+            on_list_tools=self._list_tools,
+            on_list_prompts=self._list_prompts,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_templates,
+            on_completion=self._complete,
+            on_subscriptions_listen=ListenHandler(self.bus),
+        )
+        # By method: the answers are the process's results as written (dicts), passed through.
+        add = self.server.add_request_handler
+        add("tools/call", types.CallToolRequestParams, self._call_tool)
+        add("prompts/get", types.GetPromptRequestParams, self._get_prompt)
+        add("resources/read", types.ReadResourceRequestParams, self._read_resource)
+        self.server.middleware.insert(0, self._remember_session)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, json_response=False, session_idle_timeout=3600
+        )
+
+    async def start(self) -> None:
+        """Run the session manager in a task of its own until ``close``."""
+        ready = asyncio.Event()
+
+        async def run() -> None:
+            async with self.manager.run():
+                ready.set()
+                await self.stop.wait()
+
+        self.task = asyncio.create_task(run(), name=f"stdio-bridge-{self.instance_id}")
+        waiter = asyncio.create_task(ready.wait())
+        await asyncio.wait({self.task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if self.task.done():
+            self.task.result()
+
+    async def close(self) -> None:
+        """Stop serving; open sessions end."""
+        self.stop.set()
+        if self.task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self.task, timeout=5)
+
+    async def _remember_session(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
+        # Handshake-era sessions hear of list changes on their session; 2026-07-28 ones on the bus.
+        if ctx.method == "notifications/initialized" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self.sessions[id(ctx.session)] = ctx.session
+        return await call_next(ctx)
+
+    async def told(self, message: Any) -> None:
+        """A notification from the process: list changes announced, log messages to current requests."""
+        if isinstance(message, types.LoggingMessageNotificationParams):
+            for ctx in list(self.serving.values()):
+                with contextlib.suppress(Exception):
+                    await ctx.session.send_log_message(
+                        message.level, message.data, logger=message.logger, related_request_id=ctx.request_id
+                    )
+            return
+        method = getattr(message, "method", None) or getattr(getattr(message, "root", None), "method", None)
+        what = method.split("/")[1] if isinstance(method, str) and method.endswith("/list_changed") else None
+        if what not in _EVENTS:
+            return
+        await self.bus.publish(_EVENTS[what]())
+        for key, session in list(self.sessions.items()):
+            try:
+                if what == "tools":
+                    await session.send_tool_list_changed()
+                elif what == "prompts":
+                    await session.send_prompt_list_changed()
+                else:
+                    await session.send_resource_list_changed()
+            except Exception:
+                self.sessions.pop(key, None)
+
+    # --- forwarding --------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _client(self, ctx: ServerRequestContext[Any, Any] | None = None) -> AsyncIterator[Client]:
+        """The process's session for one request; a process that cannot serve is a marked error."""
+        if ctx is not None:
+            self.serving[id(ctx)] = ctx
+        try:
+            async with self.runner.using(self.workspace, self.instance_id) as client:
+                yield client
+        except InstanceUnavailable as exc:
+            raise unavailable(str(exc)) from None
+        except Exception as exc:
+            raise self._broken(exc) from None
+        finally:
+            if ctx is not None:
+                self.serving.pop(id(ctx), None)
+
+    async def _listed(self, what: str, fetch: Callable[[Client], Awaitable[list[Any]]]) -> list[Any]:
+        try:
+            listed: list[Any] = await self.runner.listing(self.workspace, self.instance_id, what, fetch)
+        except InstanceUnavailable as exc:
+            raise unavailable(str(exc)) from None
+        except Exception as exc:
+            raise self._broken(exc) from None
+        return listed
+
+    def _broken(self, exc: Exception) -> Exception:
+        """What a failure under a request says: the server's own errors as they are, a lost process marked."""
+        if isinstance(exc, MCPError) and exc.code != types.CONNECTION_CLOSED:
+            return exc
+        if isinstance(exc, MCPError):
+            return unavailable("crashed: the server's process exited while serving the request")
+        reason = self.runner.scrub(self.instance_id, error_text(exc))
+        return unavailable(f"crashed: the server's process stopped answering ({reason})")
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        async def fetch(client: Client) -> list[Any]:
+            if client.server_capabilities.tools is None:
+                return []
+            return await _pages(lambda cursor: client.list_tools(cursor=cursor), "tools")
+
+        return types.ListToolsResult(tools=await self._listed("tools", fetch))
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        async def fetch(client: Client) -> list[Any]:
+            if client.server_capabilities.prompts is None:
+                return []
+            return await _pages(lambda cursor: client.list_prompts(cursor=cursor), "prompts")
+
+        return types.ListPromptsResult(prompts=await self._listed("prompts", fetch))
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        async def fetch(client: Client) -> list[Any]:
+            if client.server_capabilities.resources is None:
+                return []
+            return await _pages(lambda cursor: client.list_resources(cursor=cursor), "resources")
+
+        return types.ListResourcesResult(resources=await self._listed("resources", fetch))
+
+    async def _list_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        async def fetch(client: Client) -> list[Any]:
+            if client.server_capabilities.resources is None:
+                return []
+            try:
+                return await _pages(
+                    lambda cursor: client.list_resource_templates(cursor=cursor), "resource_templates"
+                )
+            except MCPError as exc:
+                if exc.code != types.METHOD_NOT_FOUND:
+                    raise
+                return []  # resources without templates
+
+        return types.ListResourceTemplatesResult(resource_templates=await self._listed("templates", fetch))
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> dict[str, Any]:
+        meta = ctx.meta if isinstance(ctx.meta, dict) else {}
+        token = meta.get("progressToken", meta.get("progress_token"))
+        progress = ctx.session.report_progress if token is not None else None
+        async with self._client(ctx) as client:
+            result = await client.call_tool(params.name, params.arguments or {}, progress_callback=progress)
+        return as_written(result)
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> dict[str, Any]:
+        arguments = {k: str(v) for k, v in (params.arguments or {}).items()}
+        async with self._client(ctx) as client:
+            return as_written(await client.get_prompt(params.name, arguments))
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> dict[str, Any]:
+        async with self._client(ctx) as client:
+            return as_written(await client.read_resource(str(params.uri)))
+
+    async def _complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        context = params.context.arguments if params.context else None
+        async with self._client(ctx) as client:
+            return await client.complete(
+                params.ref,
+                {"name": params.argument.name, "value": params.argument.value},
+                context_arguments=context,
+            )
+
+
+class Bridges:
+    """The bridge of every instance asked for, served at the loopback route (stdio_loopback.py)."""
+
+    def __init__(self, runner: StdioRunner) -> None:
+        self.runner = runner
+        self._bridges: dict[str, InstanceBridge] = {}
+        self._lock = asyncio.Lock()
+        runner.notify = self._told
+
+    async def _told(self, instance_id: str, message: Any) -> None:
+        bridge = self._bridges.get(instance_id)
+        if bridge is not None:
+            await bridge.told(message)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Serve one request of the gateway to an instance's bridge."""
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), LOOPBACK.token.encode()
+        ):
+            raise ApiError(401, "unauthorized", "this route serves the platform's own gateway only")
+        workspace, instance_id = request.match_info["workspace"], request.match_info["instance"]
+        bridge = await self._bridge(workspace, instance_id)
+        return await serve_asgi(bridge.manager.handle_request, request)
+
+    async def _bridge(self, workspace: str, instance_id: str) -> InstanceBridge:
+        bridge = self._bridges.get(instance_id)
+        if bridge is not None and bridge.workspace == workspace:
+            return bridge
+        async with self._lock:
+            bridge = self._bridges.get(instance_id)
+            if bridge is None or bridge.workspace != workspace:
+                if bridge is not None:
+                    await bridge.close()
+                bridge = InstanceBridge(workspace, instance_id, self.runner)
+                await bridge.start()
+                self._bridges[instance_id] = bridge
+            return bridge
+
+    async def forget(self, instance_id: str) -> None:
+        """The instance is gone: its bridge's sessions end."""
+        bridge = self._bridges.pop(instance_id, None)
+        if bridge is not None:
+            await bridge.close()
+
+    async def close(self) -> None:
+        """Close every bridge."""
+        bridges, self._bridges = list(self._bridges.values()), {}
+        for bridge in bridges:
+            await bridge.close()

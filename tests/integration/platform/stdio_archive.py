@@ -1,0 +1,134 @@
+"""A python .mcpb archive for the platform's stdio tests: a small server on the `mcp` SDK.
+
+Its tools say what a person would check of a launched server: its greeting (an env value), a
+hash of its token (a secret, never the value), where it runs and its process id; ``fail`` makes
+the process exit at once and ``steps`` reports progress. Each archive gets a distinct marker, so
+a test finds its own processes in the process table by the extracted folder's path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tests.unit.mcpb.craft import build
+
+SERVER = '''
+import hashlib, json, os, sys
+
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("hello")
+
+
+@server.tool()
+def greet(name: str) -> str:
+    """Greets a person with the configured greeting."""
+    return f"{os.environ.get('GREETING', 'hello')}, {name}!"
+
+
+@server.tool()
+def token_hash() -> str:
+    """The SHA-256 of the token the server was given (never the token)."""
+    return hashlib.sha256(os.environ.get("API_TOKEN", "").encode()).hexdigest()
+
+
+@server.tool()
+def whereabouts() -> str:
+    """The process's folder, home, arguments and id."""
+    return json.dumps({"cwd": os.getcwd(), "home": os.environ.get("HOME"), "argv": sys.argv[1:],
+                       "pid": os.getpid(), "env": sorted(os.environ)})
+
+
+@server.tool()
+def fail() -> str:
+    """Exits the process at once, as a crash would."""
+    sys.stderr.write("giving up now\\n")
+    sys.stderr.flush()
+    os._exit(3)
+
+
+@server.tool()
+async def steps(ctx: Context) -> str:
+    """Reports progress twice, then answers."""
+    await ctx.report_progress(1, 2, "half way")
+    await ctx.report_progress(2, 2, "done")
+    return "stepped"
+
+
+server.run()
+'''
+
+
+def python_archive(folder: Path, *, crash_on_start: bool = False) -> bytes:
+    """An honest python .mcpb of the test server; each call makes a different archive."""
+    manifest: dict[str, Any] = {
+        "manifest_version": "0.3",
+        "name": "hello",
+        "display_name": "Hello",
+        "version": "1.0.0",
+        "description": "Greets people",
+        "author": {"name": "Ann Example"},
+        "server": {
+            "type": "python",
+            "entry_point": "server/main.py",
+            "mcp_config": {"command": "python", "args": ["${__dirname}/server/main.py"]},
+        },
+    }
+    source = "import sys; sys.exit(7)\n" if crash_on_start else SERVER
+    marker = f"# {uuid.uuid4().hex}\n"
+    path = build(
+        folder / f"hello-{uuid.uuid4().hex[:8]}.mcpb",
+        manifest=manifest,
+        files={"server/main.py": (marker + source).encode()},
+    )
+    return path.read_bytes()
+
+
+def digest_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def server_spec(digest: str, *, args: list[str] | None = None) -> dict[str, Any]:
+    """The MCP server spec the engine makes of the archive, with a greeting and a secret token."""
+    return {
+        "name": "hello",
+        "type": "command",
+        "command": "python",
+        "args": args if args is not None else ["${__dirname}/server/main.py", "--home=${HOME}"],
+        "runtime": "python",
+        "artifact": {"digest": digest, "entry": "server/main.py"},
+        "env_schema": [
+            {"name": "GREETING", "type": "string", "required": False},
+            {"name": "API_TOKEN", "type": "secret", "required": False},
+        ],
+    }
+
+
+def processes_under(folder: Path) -> list[int]:
+    """The ids of live processes whose command line names ``folder`` (the process table, not a guess)."""
+    found: list[int] = []
+    needle = str(folder).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in cmdline and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def whereabouts(text: str) -> dict[str, Any]:
+    """The ``whereabouts`` tool's answer."""
+    value: dict[str, Any] = json.loads(text)
+    return value
