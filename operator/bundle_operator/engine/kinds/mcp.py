@@ -237,7 +237,8 @@ class McpKind(EntityKind):
         health = instance.health if isinstance(instance, McpInstance) else None
         if health is None or health.state not in TROUBLED:
             return None
-        return f"{health.state}: {health.message}"
+        said = health.message
+        return said if said.startswith(health.state) else f"{health.state}: {said}"
 
     def parts(self, desired: Desired) -> list[tuple[str, AnyKind]]:
         secrets = [(f"secret:{site}", kinds.SECRETS) for site in desired.secrets if site != CONTEXT_SECRET]
