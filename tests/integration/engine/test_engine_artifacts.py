@@ -173,3 +173,20 @@ async def test_a_file_whose_content_is_not_the_named_digest_is_never_uploaded(
         await install(client, ws, parsed, SETUP, options=Options(artifacts=files))
     assert "changed since it was read" in str(failed.value)
     assert await client.list_artifacts(ws) == []
+
+
+async def test_the_plan_says_what_will_run_before_anything_is_uploaded(
+    client: PlatformClient, ws: str, tmp_path: Path
+) -> None:
+    # What a person approving a Manual plan reads: the command, runtime, entry and digest.
+    path, digest = archive(tmp_path)
+    record = Record(installation="test/inst", workspace=ws)
+    options = Options(artifacts=ArchiveFiles.of([path]))
+    planned = await plan(client, ws, parse(document(path)), SETUP, record, options)
+    [said] = [i for i in planned.preview.issues if i.code == "runs_from_archive"]
+    assert said.message == (
+        "MCP 'weather' will run `node ${__dirname}/server/index.js --units=${setup.units}` "
+        f"(node, entry server/index.js) from the archive {digest}, which install uploads to the platform"
+    )
+    assert not planned.preview.blocking
+    assert await client.list_artifacts(ws) == []
