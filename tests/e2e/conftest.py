@@ -17,6 +17,7 @@ import pytest
 from bundle_operator.devcluster import BinariesNotFound, DevCluster, Kubectl, locate
 from tests.e2e.operator_harness import OperatorProcess
 from tests.integration.platform.platform_harness import PlatformProcess, github_stub, start_platform
+from tests.registry_stub import StubRegistry, stub_registry
 
 ENVTEST = Path(__file__).resolve().parents[1] / "envtest"
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
@@ -147,3 +148,11 @@ def operator(
             rss = next((line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")), "?")
             code = running.stop()
             _startup.append(f"operator: RSS {rss} kB at the end of the session; SIGTERM exit code {code}")
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[StubRegistry]:
+    """A stub MCP Registry over HTTPS with a throwaway CA (an operator trusts it by SSL_CERT_FILE)."""
+    (tmp_path / "registry").mkdir()
+    with stub_registry(tmp_path / "registry") as running:
+        yield running

@@ -275,3 +275,15 @@ def state_record_text(state: dict[str, Any]) -> str:
     raw = (state.get("data") or {}).get("record.json.gz")
     assert raw, f"the state Secret has no record.json.gz: keys {sorted(state.get('data') or {})}"
     return gzip.decompress(base64.b64decode(raw)).decode("utf-8")
+
+
+@contextmanager
+def registry_operator(
+    kubeconfig: Path, platform_url: str, log: Path, namespace: str, ca_file: Path
+) -> Iterator[OperatorProcess]:
+    """A solo operator that trusts a stub registry's CA only through SSL_CERT_FILE, as a private
+    registry would be trusted."""
+    with solo_operator(
+        kubeconfig, platform_url, log, namespace, env={"SSL_CERT_FILE": str(ca_file)}
+    ) as running:
+        yield running

@@ -34,13 +34,13 @@ from tests.e2e.operator_harness import (
     OperatorProcess,
     condition,
     platform_list,
+    registry_operator,
     resource,
-    solo_operator,
     wait_ready,
 )
 from tests.fixtures.mcpb_servers.build import McpbServers, ServerArchive
 from tests.integration.platform.platform_harness import PlatformProcess, start_platform
-from tests.registry_stub import StubRegistry, stub_registry
+from tests.registry_stub import StubRegistry
 
 pytestmark = pytest.mark.e2e
 IDLE_SECONDS = 4
@@ -58,13 +58,6 @@ def idle_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform
 
 
 @pytest.fixture
-def registry(tmp_path: Path) -> Iterator[StubRegistry]:
-    (tmp_path / "registry").mkdir()
-    with stub_registry(tmp_path / "registry") as running:
-        yield running
-
-
-@pytest.fixture
 def operator(
     devcluster: DevCluster,
     crds: None,
@@ -73,9 +66,9 @@ def operator(
     registry: StubRegistry,
     tmp_path: Path,
 ) -> Iterator[OperatorProcess]:
-    env = {"SSL_CERT_FILE": str(registry.tls.ca_file)}
-    with solo_operator(
-        devcluster.kubeconfig, idle_platform.url, tmp_path / "operator.log", solo_namespace, env=env
+    log = tmp_path / "operator.log"
+    with registry_operator(
+        devcluster.kubeconfig, idle_platform.url, log, solo_namespace, registry.tls.ca_file
     ) as running:
         yield running
 

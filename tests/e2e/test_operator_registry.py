@@ -24,22 +24,15 @@ from tests.e2e.operator_harness import (
     OperatorProcess,
     condition,
     platform_list,
+    registry_operator,
     resource,
-    solo_operator,
     wait_ready,
 )
 from tests.integration.platform.platform_harness import PlatformProcess
-from tests.registry_stub import StubRegistry, archive, stub_registry
+from tests.registry_stub import StubRegistry, archive
 
 pytestmark = pytest.mark.e2e
 SERVER = "io.github.example/weather"
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[StubRegistry]:
-    (tmp_path / "registry").mkdir()
-    with stub_registry(tmp_path / "registry") as running:
-        yield running
 
 
 @pytest.fixture
@@ -51,9 +44,10 @@ def operator(
     registry: StubRegistry,
     tmp_path: Path,
 ) -> Iterator[OperatorProcess]:
-    env = {"SSL_CERT_FILE": str(registry.tls.ca_file)}
     log = tmp_path / "operator.log"
-    with solo_operator(devcluster.kubeconfig, platform.url, log, solo_namespace, env=env) as running:
+    with registry_operator(
+        devcluster.kubeconfig, platform.url, log, solo_namespace, registry.tls.ca_file
+    ) as running:
         yield running
 
 

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 MAX_ENTRIES = 16
@@ -45,29 +46,29 @@ class ArchiveStore:
 
     def keep_file(self, path: Path, sha256: str) -> None:
         """Keep a copy of a checked download (blocking: call it in a worker thread)."""
-        with self._lock:
-            if sha256 in self._sizes and (self._root() / sha256).is_file():
-                self._sizes.move_to_end(sha256)
-                return
-            target = self._root() / sha256
-            partial = target.with_name(f".{sha256}.{os.getpid()}.{threading.get_ident()}")
-            shutil.copyfile(path, partial)
-            os.replace(partial, target)
-            self._kept(sha256, target.stat().st_size)
+        self._keep(sha256, lambda partial: shutil.copyfile(path, partial))
 
     def keep_bytes(self, data: bytes, sha256: str) -> None:
         """Keep an archive held in memory (a ConfigMap's or Secret's bytes)."""
-        with self._lock:
-            if sha256 in self._sizes and (self._root() / sha256).is_file():
-                self._sizes.move_to_end(sha256)
-                return
-            target = self._root() / sha256
-            partial = target.with_name(f".{sha256}.{os.getpid()}.{threading.get_ident()}")
+
+        def write(partial: Path) -> None:
             fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
+
+        self._keep(sha256, write)
+
+    def _keep(self, sha256: str, write: Callable[[Path], object]) -> None:
+        """Write the archive beside its place and move it in, unless it is kept already."""
+        with self._lock:
+            target = self._root() / sha256
+            if sha256 in self._sizes and target.is_file():
+                self._sizes.move_to_end(sha256)
+                return
+            partial = target.with_name(f".{sha256}.{os.getpid()}.{threading.get_ident()}")
+            write(partial)
             os.replace(partial, target)
-            self._kept(sha256, len(data))
+            self._kept(sha256, target.stat().st_size)
 
     def _kept(self, sha256: str, size: int) -> None:
         self._sizes[sha256] = size
