@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bundle_operator.engine.apply import InstallFailed
 from bundle_operator.engine.artifacts import ArchiveFiles
+from bundle_operator.engine.export import export_workspace
 from bundle_operator.engine.plan import Options, plan
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.uninstall import uninstall
@@ -190,3 +192,18 @@ async def test_the_plan_says_what_will_run_before_anything_is_uploaded(
     )
     assert not planned.preview.blocking
     assert await client.list_artifacts(ws) == []
+
+
+async def test_an_export_runs_from_the_same_archive(client: PlatformClient, ws: str, tmp_path: Path) -> None:
+    path, digest = archive(tmp_path)
+    await install(
+        client, ws, parse(document(path)), SETUP, options=Options(artifacts=ArchiveFiles.of([path]))
+    )
+    exported = yaml.safe_load(await export_workspace(client, ws, "again", "1.0.0"))
+    [mcp] = exported["mcps"]
+    assert (mcp["runtime"], mcp["artifact"]) == ("node", {"digest": digest, "entry": "server/index.js"})
+    assert mcp["command"] == "node" and mcp["args"][0] == "${__dirname}/server/index.js"
+    # The export names the archive by content: another workspace needs the file, and its plan says so.
+    parsed = parse(exported)
+    planned = await plan(client, f"{ws}-x", parsed, SETUP, Record(installation="t/x", workspace=f"{ws}-x"))
+    assert "artifact_unavailable" in [i.code for i in planned.preview.issues if i.blocking]
