@@ -2,7 +2,7 @@
 
 Its tools say what a person would check of a launched server: its greeting (an env value), a
 hash of its token (a secret, never the value), where it runs and its process id; ``fail`` makes
-the process exit at once and ``steps`` reports progress. Each archive gets a distinct marker, so
+the process exit at once and ``steps`` reports progress and logs. Each archive gets a distinct marker, so
 a test finds its own processes in the process table by the extracted folder's path.
 """
 
@@ -57,6 +57,7 @@ async def steps(ctx: Context) -> str:
     """Reports progress twice, then answers."""
     await ctx.report_progress(1, 2, "half way")
     await ctx.report_progress(2, 2, "done")
+    await ctx.info("stepped twice")
     return "stepped"
 
 

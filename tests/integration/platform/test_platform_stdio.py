@@ -22,6 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import LoggingMessageNotificationParams
 from platform_builders import create, key, secret
 from platform_harness import TOKEN, PlatformProcess, start_platform
 from stdio_archive import digest_of, processes_under, python_archive, server_spec, whereabouts
@@ -91,9 +92,9 @@ class Served:
     api_key: str
     folder: Path  # the extracted tree, where the platform keeps it by default
 
-    def connect(self) -> Client:
+    def connect(self, **options: Any) -> Client:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.api_key}"}, timeout=30)
-        return Client(streamable_http_client(self.url, http_client=http), cache=None)
+        return Client(streamable_http_client(self.url, http_client=http), cache=None, **options)
 
 
 async def serve(
@@ -168,11 +169,15 @@ async def test_an_instance_launches_and_answers_through_an_endpoint_with_its_env
     served = await serve(api, stdio_platform, tmp_path)
     await discovered(api, served)
     progress: list[str | None] = []
+    logged: list[tuple[str | None, Any]] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append(message)
 
-    async with served.connect() as client:
+    async def on_log(params: LoggingMessageNotificationParams) -> None:
+        logged.append((params.logger, params.data))
+
+    async with served.connect(logging_callback=on_log, log_level="info") as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"hello__greet", "hello__token_hash", "hello__whereabouts"} <= names
         assert text_of(await client.call_tool("hello__greet", {"name": "Ann"})) == "Hej, Ann!"
@@ -185,6 +190,7 @@ async def test_an_instance_launches_and_answers_through_an_endpoint_with_its_env
         assert text_of(await client.call_tool("hello__steps", {}, progress_callback=on_progress)) == "stepped"
 
     assert progress == ["half way", "done"]
+    assert logged == [("hello", "stepped twice")]  # named after the member, as any member's
     assert Path(where["cwd"]) == served.folder.resolve()
     home = Path(where["home"])
     assert home != Path.home() and mode_of(home) == 0o700
