@@ -370,3 +370,19 @@ async def test_a_changed_instance_restarts_with_its_new_values_and_a_deleted_one
         return processes_under(served.folder) == []
 
     await eventually(stopped, 10, "the deleted instance's process stopped")
+
+
+async def test_the_bridge_answers_only_the_platform_itself(
+    api: PlatformClient, stdio_platform: PlatformProcess, tmp_path: Path
+) -> None:
+    served = await serve(api, stdio_platform, tmp_path)
+    bridge = f"{stdio_platform.url}/_internal/stdio/{served.ws}/{served.instance_id}/mcp"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for headers in (
+            {},
+            {"Authorization": f"Bearer {TOKEN}"},
+            {"Authorization": f"Bearer {served.api_key}"},
+        ):
+            answer = await http.post(bridge, json=body, headers=headers)
+            assert answer.status_code == 401, headers
