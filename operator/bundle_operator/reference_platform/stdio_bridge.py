@@ -48,6 +48,8 @@ log = logging.getLogger("bundle_operator.platform.stdio")
 
 # A server that pages forever still ends: at most this many pages of one list are read.
 MAX_PAGES = 50
+# Handshake-era sessions told of list changes; the gateway holds a few per member, so the oldest go.
+MAX_LEGACY_SESSIONS = 64
 _EVENTS: dict[str, Callable[[], ServerEvent]] = {
     "tools": ToolsListChanged,
     "prompts": PromptsListChanged,
@@ -152,6 +154,8 @@ class InstanceBridge:
         # Handshake-era sessions hear of list changes on their session; 2026-07-28 ones on the bus.
         if ctx.method == "notifications/initialized" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self.sessions[id(ctx.session)] = ctx.session
+            while len(self.sessions) > MAX_LEGACY_SESSIONS:
+                del self.sessions[next(iter(self.sessions))]
         return await call_next(ctx)
 
     async def told(self, message: Any) -> None:

@@ -185,20 +185,19 @@ class StdioRunner:
         for task in list(self._tasks):
             with contextlib.suppress(BaseException):
                 await task
-        held = [slot.held for slot in self._slots.values() if slot.held is not None]
-        await asyncio.gather(*(one.close() for one in held))
-        for slot in self._slots.values():
-            slot.held = None
+        await asyncio.gather(*(self._close_slot(slot) for slot in list(self._slots.values())))
+
+    async def _close_slot(self, slot: _Slot) -> None:
+        # Under the slot's lock: a start under way finishes first, and its process is stopped too.
+        async with slot.lock:
+            held, slot.held = slot.held, None
+            if held is not None:
+                await held.close()
 
     def health(self, instance_id: str) -> dict[str, Any] | None:
         """The instance's health as last seen, or None before the runner ever looked at it."""
         slot = self._slots.get(instance_id)
         return slot.health() if slot is not None else None
-
-    def running(self, instance_id: str) -> bool:
-        """Whether the instance's process is up now."""
-        slot = self._slots.get(instance_id)
-        return slot is not None and slot.held is not None and slot.held.alive
 
     # --- use ---------------------------------------------------------------------------------
 
@@ -257,9 +256,7 @@ class StdioRunner:
             loop = asyncio.get_running_loop()
             wait = slot.retry_at - loop.time()
             if wait > 0:
-                raise InstanceUnavailable(
-                    f"{slot.state}: {slot.message}; it is started again in {wait:.0f} s"
-                )
+                raise InstanceUnavailable(f"{slot.message}; it is started again in {wait:.0f} s")
             spec = await self.store.transact(lambda tx: _spec(tx, slot, self.find))
             if spec is None:
                 raise InstanceUnavailable("failed: the platform does not run this instance")
@@ -411,6 +408,7 @@ class StdioRunner:
         if held is not None:
             await held.close()
             log.info("stopped the server of the MCP instance %s", slot.instance_id)
+        slot.failures = 0  # it served until stopped: a later crash starts a new series
         slot.record("idle", message)
 
     async def _reap(self) -> None:
