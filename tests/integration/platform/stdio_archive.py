@@ -65,6 +65,56 @@ server.run()
 '''
 
 
+# A handshake-era server in plain node (no SDK, nothing to install): it answers initialize,
+# tools/list and tools/call, and refuses what it does not know, as an older server would.
+NODE_SERVER = r"""
+const readline = require("readline");
+const send = (message) => process.stdout.write(JSON.stringify(message) + "\n");
+readline.createInterface({ input: process.stdin }).on("line", (line) => {
+  const message = JSON.parse(line);
+  if (message.id === undefined) return;
+  const answer = (result) => send({ jsonrpc: "2.0", id: message.id, result });
+  if (message.method === "initialize") {
+    answer({ protocolVersion: message.params.protocolVersion, capabilities: { tools: {} },
+             serverInfo: { name: "node-hello", version: "1.0.0" } });
+  } else if (message.method === "ping") {
+    answer({});
+  } else if (message.method === "tools/list") {
+    answer({ tools: [{ name: "shout", description: "Shouts the text back",
+                       inputSchema: { type: "object", properties: { text: { type: "string" } } } }] });
+  } else if (message.method === "tools/call") {
+    const shouted = message.params.arguments.text.toUpperCase();
+    const text = `${process.env.GREETING}, ${shouted} (node ${process.version})`;
+    answer({ content: [{ type: "text", text }] });
+  } else {
+    send({ jsonrpc: "2.0", id: message.id, error: { code: -32601, message: "Method not found" } });
+  }
+});
+"""
+
+
+def node_archive(folder: Path) -> bytes:
+    """An honest node .mcpb of the plain node server; each call makes a different archive."""
+    manifest = {
+        "manifest_version": "0.3",
+        "name": "shouter",
+        "version": "1.0.0",
+        "description": "Shouts",
+        "author": {"name": "Ann Example"},
+        "server": {
+            "type": "node",
+            "entry_point": "server/index.js",
+            "mcp_config": {"command": "node", "args": ["${__dirname}/server/index.js"]},
+        },
+    }
+    path = build(
+        folder / f"shouter-{uuid.uuid4().hex[:8]}.mcpb",
+        manifest=manifest,
+        files={"server/index.js": (f"// {uuid.uuid4().hex}\n" + NODE_SERVER).encode()},
+    )
+    return path.read_bytes()
+
+
 def python_archive(folder: Path, *, crash_on_start: bool = False) -> bytes:
     """An honest python .mcpb of the test server; each call makes a different archive."""
     manifest: dict[str, Any] = {
@@ -94,15 +144,21 @@ def digest_of(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def server_spec(digest: str, *, args: list[str] | None = None) -> dict[str, Any]:
-    """The MCP server spec the engine makes of the archive, with a greeting and a secret token."""
+def server_spec(digest: str, runtime: str = "python") -> dict[str, Any]:
+    """The MCP server spec the engine makes of an archive, with a greeting and a secret token."""
+    entry = "server/main.py" if runtime == "python" else "server/index.js"
+    args = (
+        ["${__dirname}/server/main.py", "--home=${HOME}"]
+        if runtime == "python"
+        else ["${__dirname}/" + entry]
+    )
     return {
         "name": "hello",
         "type": "command",
-        "command": "python",
-        "args": args if args is not None else ["${__dirname}/server/main.py", "--home=${HOME}"],
-        "runtime": "python",
-        "artifact": {"digest": digest, "entry": "server/main.py"},
+        "command": runtime,
+        "args": args,
+        "runtime": runtime,
+        "artifact": {"digest": digest, "entry": entry},
         "env_schema": [
             {"name": "GREETING", "type": "string", "required": False},
             {"name": "API_TOKEN", "type": "secret", "required": False},

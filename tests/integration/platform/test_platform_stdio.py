@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import LoggingMessageNotificationParams
 from platform_builders import create, key, secret
 from platform_harness import TOKEN, PlatformProcess, start_platform
-from stdio_archive import digest_of, processes_under, python_archive, server_spec, whereabouts
+from stdio_archive import digest_of, node_archive, processes_under, python_archive, server_spec, whereabouts
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -98,14 +98,23 @@ class Served:
 
 
 async def serve(
-    api: PlatformClient, platform: PlatformProcess, tmp_path: Path, *, crash_on_start: bool = False
+    api: PlatformClient,
+    platform: PlatformProcess,
+    tmp_path: Path,
+    *,
+    crash_on_start: bool = False,
+    runtime: str = "python",
 ) -> Served:
     """Upload an archive, make its server and instance (greeting and secret token), serve it."""
     ws = f"io-{key()[:8]}"
-    data = python_archive(tmp_path, crash_on_start=crash_on_start)
+    data = (
+        node_archive(tmp_path)
+        if runtime == "node"
+        else python_archive(tmp_path, crash_on_start=crash_on_start)
+    )
     await api.put_artifact(ws, digest_of(data), data)
     server = await create(
-        api, ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(server_spec(digest_of(data)))
+        api, ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(server_spec(digest_of(data), runtime))
     )
     token = await secret(api, ws, value=TOKEN_VALUE, name="api token")
     instance = await create(
@@ -128,11 +137,11 @@ async def serve(
     return Served(ws, instance.id, bundle.id, endpoint.url, endpoint.api_key.get_secret_value(), folder)
 
 
-async def discovered(api: PlatformClient, served: Served) -> None:
+async def discovered(api: PlatformClient, served: Served, tools: int = 5) -> None:
     async def listed() -> bool:
         return (await member(api, served)).healthy and len(
             await api.list_tools(served.ws, served.bundle_id)
-        ) >= 5
+        ) >= tools
 
     await eventually(listed, 20, "the stdio member discovered")
 
@@ -201,6 +210,19 @@ async def test_an_instance_launches_and_answers_through_an_endpoint_with_its_env
     health = (await instance(api, served)).health
     assert health is not None and health.state == "running"
     assert TOKEN_VALUE not in stdio_platform.log.read_text()
+
+
+async def test_a_node_bundle_runs_with_the_node_on_the_path(
+    api: PlatformClient, stdio_platform: PlatformProcess, tmp_path: Path
+) -> None:
+    served = await serve(api, stdio_platform, tmp_path, runtime="node")
+    await discovered(api, served, tools=1)
+    async with served.connect() as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["hello__shout"]
+        answer = text_of(await client.call_tool("hello__shout", {"text": "quiet"}))
+    assert answer.startswith("Hej, QUIET (node v")
+    [pid] = processes_under(served.folder)
+    assert Path(os.readlink(f"/proc/{pid}/exe")).name == "node"
 
 
 async def test_a_url_instance_has_no_health(api: PlatformClient) -> None:
