@@ -93,24 +93,26 @@ readline.createInterface({ input: process.stdin }).on("line", (line) => {
 """
 
 
-def node_archive(folder: Path) -> bytes:
-    """An honest node .mcpb of the plain node server; each call makes a different archive."""
+def node_archive(folder: Path, *, binary: bool = False) -> bytes:
+    """An honest node .mcpb of the plain node server, or a binary one whose program is that server
+    as a script; each call makes a different archive."""
+    entry = "server/shouter" if binary else "server/index.js"
+    command = "${__dirname}/" + entry if binary else "node"
+    config = {"command": command, "args": [] if binary else ["${__dirname}/" + entry]}
+    first = "#!/usr/bin/env node\n" if binary else ""
     manifest = {
         "manifest_version": "0.3",
         "name": "shouter",
         "version": "1.0.0",
         "description": "Shouts",
         "author": {"name": "Ann Example"},
-        "server": {
-            "type": "node",
-            "entry_point": "server/index.js",
-            "mcp_config": {"command": "node", "args": ["${__dirname}/server/index.js"]},
-        },
+        "server": {"type": "binary" if binary else "node", "entry_point": entry, "mcp_config": config},
     }
     path = build(
         folder / f"shouter-{uuid.uuid4().hex[:8]}.mcpb",
         manifest=manifest,
-        files={"server/index.js": (f"// {uuid.uuid4().hex}\n" + NODE_SERVER).encode()},
+        files={entry: (first + f"// {uuid.uuid4().hex}\n" + NODE_SERVER).encode()},
+        modes={entry: 0o755},
     )
     return path.read_bytes()
 
@@ -146,17 +148,13 @@ def digest_of(data: bytes) -> str:
 
 def server_spec(digest: str, runtime: str = "python") -> dict[str, Any]:
     """The MCP server spec the engine makes of an archive, with a greeting and a secret token."""
-    entry = "server/main.py" if runtime == "python" else "server/index.js"
-    args = (
-        ["${__dirname}/server/main.py", "--home=${HOME}"]
-        if runtime == "python"
-        else ["${__dirname}/" + entry]
-    )
+    entry = {"python": "server/main.py", "node": "server/index.js", "binary": "server/shouter"}[runtime]
+    args = {"python": ["${__dirname}/server/main.py", "--home=${HOME}"], "node": ["${__dirname}/" + entry]}
     return {
         "name": "hello",
         "type": "command",
-        "command": runtime,
-        "args": args,
+        "command": "${__dirname}/" + entry if runtime == "binary" else runtime,
+        "args": args.get(runtime, []),
         "runtime": runtime,
         "artifact": {"digest": digest, "entry": entry},
         "env_schema": [

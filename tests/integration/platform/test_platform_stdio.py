@@ -107,11 +107,10 @@ async def serve(
 ) -> Served:
     """Upload an archive, make its server and instance (greeting and secret token), serve it."""
     ws = f"io-{key()[:8]}"
-    data = (
-        node_archive(tmp_path)
-        if runtime == "node"
-        else python_archive(tmp_path, crash_on_start=crash_on_start)
-    )
+    if runtime == "python":
+        data = python_archive(tmp_path, crash_on_start=crash_on_start)
+    else:
+        data = node_archive(tmp_path, binary=runtime == "binary")
     await api.put_artifact(ws, digest_of(data), data)
     server = await create(
         api, ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(server_spec(digest_of(data), runtime))
@@ -212,10 +211,12 @@ async def test_an_instance_launches_and_answers_through_an_endpoint_with_its_env
     assert TOKEN_VALUE not in stdio_platform.log.read_text()
 
 
-async def test_a_node_bundle_runs_with_the_node_on_the_path(
-    api: PlatformClient, stdio_platform: PlatformProcess, tmp_path: Path
+@pytest.mark.parametrize("runtime", ["node", "binary"])
+async def test_node_and_binary_bundles_run_over_stdio(
+    api: PlatformClient, stdio_platform: PlatformProcess, tmp_path: Path, runtime: str
 ) -> None:
-    served = await serve(api, stdio_platform, tmp_path, runtime="node")
+    # The binary is the same server as a script with a #! line: it runs from inside its folder.
+    served = await serve(api, stdio_platform, tmp_path, runtime=runtime)
     await discovered(api, served, tools=1)
     async with served.connect() as client:
         assert [t.name for t in (await client.list_tools()).tools] == ["hello__shout"]
@@ -223,6 +224,7 @@ async def test_a_node_bundle_runs_with_the_node_on_the_path(
     assert answer.startswith("Hej, QUIET (node v")
     [pid] = processes_under(served.folder)
     assert Path(os.readlink(f"/proc/{pid}/exe")).name == "node"
+    assert Path(os.readlink(f"/proc/{pid}/cwd")) == served.folder.resolve()
 
 
 async def test_a_url_instance_has_no_health(api: PlatformClient) -> None:
