@@ -60,6 +60,10 @@ Unhealthy = Callable[[str, str], None]
 class InstanceUnavailable(Exception):
     """The instance's process is not there to serve; the message says why (no secret in it)."""
 
+    def __init__(self, state: str, message: str) -> None:
+        super().__init__(message)
+        self.state = state
+
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
@@ -252,14 +256,14 @@ class StdioRunner:
             if held is not None:
                 await self._crashed(slot, held)
             if self._closed:
-                raise InstanceUnavailable("failed: the platform is shutting down")
+                raise InstanceUnavailable("failed", "failed: the platform is shutting down")
             loop = asyncio.get_running_loop()
             wait = slot.retry_at - loop.time()
             if wait > 0:
-                raise InstanceUnavailable(f"{slot.message}; it is started again in {wait:.0f} s")
+                raise InstanceUnavailable(slot.state, f"{slot.message}; it is started again in {wait:.0f} s")
             spec = await self.store.transact(lambda tx: _spec(tx, slot, self.find))
             if spec is None:
-                raise InstanceUnavailable("failed: the platform does not run this instance")
+                raise InstanceUnavailable("failed", "failed: the platform does not run this instance")
             if isinstance(spec, LaunchRefused):
                 self._refused(slot, spec)
             slot.spec = spec
@@ -278,7 +282,7 @@ class StdioRunner:
                 self._backoff(
                     slot, "failed", f"failed: the server did not start: {reason}{self._stderr(slot)}"
                 )
-                raise InstanceUnavailable(slot.message) from None
+                raise InstanceUnavailable("failed", slot.message) from None
             slot.last_used = loop.time()
             slot.record("running", f"process running ({spec.runtime})")
             log.info("started the server of the MCP instance %s", slot.instance_id)
@@ -291,7 +295,7 @@ class StdioRunner:
         slot.listings.clear()
         log.warning("the MCP instance %s was not started: %s", slot.instance_id, slot.message)
         self.unhealthy(slot.instance_id, slot.message)
-        raise InstanceUnavailable(slot.message)
+        raise InstanceUnavailable(state, slot.message)
 
     def _backoff(self, slot: _Slot, state: str, message: str) -> None:
         loop = asyncio.get_running_loop()

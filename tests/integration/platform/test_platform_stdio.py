@@ -267,6 +267,8 @@ async def test_a_crashed_process_is_started_again_after_a_growing_backoff(
                 await client.call_tool("hello__fail", {})
             crashed = await state_is(api, served, "crashed", 5)
             assert crashed.health is not None and "giving up now" in crashed.health.message
+            # It starts again on the next use: its tools stay offered meanwhile.
+            assert (await member(api, served)).healthy
             assert processes_under(served.folder) == []
             # While backing off a call fails at once, saying why and when the server starts again.
             started = time.monotonic()
@@ -355,7 +357,10 @@ async def test_no_process_outlives_the_platform(tmp_path: Path) -> None:
                 assert text_of(await mcp.call_tool("hello__greet", {"name": "Ann"})) == "Hej, Ann!"
             assert len(processes_under(served.folder)) == 1
     finally:
+        stopping = time.monotonic()
         assert platform.stop() == 0
+        # Not held by the gateway's own streams to the stopped instances.
+        assert time.monotonic() - stopping < 10
     assert processes_under(served.folder) == []
     assert not any(p for p in processes_under(tmp_path))
     assert mode_of(served.folder) == 0o700  # the extracted tree stays for the next start
