@@ -171,10 +171,10 @@ class StdioRunner:
     def start(self, homes: Path) -> None:
         """Follow the store (changed or deleted instances stop) and stop idle processes.
 
-        ``homes`` holds each instance's private folder (``${HOME}``) and its server's stderr.
+        ``homes`` holds each instance's private folder (``${HOME}``) and its server's stderr; it is
+        made on the first launch.
         """
         self.homes = homes
-        homes.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.store.listen(lambda _generation: self._changed.set())
         self._tasks = [
             asyncio.create_task(self._follow(), name="stdio-follow"),
