@@ -242,11 +242,15 @@ def create_app(config: ServerConfig) -> web.Application:
         gateway.start()
         discovery.start()
 
+    async def stop_instances(app: web.Application) -> None:
+        # Before aiohttp waits for the requests in flight: the gateway's own clients hold streams
+        # to the bridges open until the clients close, which comes later (close_all).
+        await bridges.close()
+        await runner.close()
+
     async def close_all(app: web.Application) -> None:
         await discovery.stop()
         await gateway.stop()
-        await bridges.close()
-        await runner.close()
         if ctx.session is not None:
             await ctx.session.close()
         await ctx.store.close()
@@ -254,5 +258,6 @@ def create_app(config: ServerConfig) -> web.Application:
             await asyncio.to_thread(shutil.rmtree, ctx.artifacts_dir, True)
 
     app.on_startup.append(open_store)
+    app.on_shutdown.append(stop_instances)
     app.on_cleanup.append(close_all)
     return app

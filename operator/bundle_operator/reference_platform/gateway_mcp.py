@@ -79,7 +79,7 @@ from bundle_operator.reference_platform.member_link import MemberLink, MemberPoo
 from bundle_operator.reference_platform.member_relay import RelayPool, Route
 from bundle_operator.reference_platform.member_subscriptions import Subscriptions
 from bundle_operator.reference_platform.problems import ApiError
-from bundle_operator.reference_platform.stdio_loopback import unavailable_reason
+from bundle_operator.reference_platform.stdio_loopback import unavailable_of
 from bundle_operator.reference_platform.storage import Store
 
 log = logging.getLogger("bundle_operator.platform.gateway")
@@ -244,12 +244,16 @@ class Gateway:
 
     def _cannot_run(self, link: MemberLink, member: str, exc: MCPError) -> MCPError:
         """``exc``, or, when the platform's own process of the member could not serve, an error naming it."""
-        reason = unavailable_reason(exc)
-        if reason is None:
+        found = unavailable_of(exc)
+        if found is None:
             return exc
-        log.warning("the member %s cannot serve: %s", member, reason)
-        self.member_failed(link, reason)
-        return MCPError(code=types.INTERNAL_ERROR, message=f"the member '{member}' cannot serve: {reason}")
+        log.warning("the member %s cannot serve: %s", member, found.reason)
+        if found.state != "crashed":
+            # A crashed server starts again on the next use: its tools stay offered meanwhile.
+            self.member_failed(link, found.reason)
+        return MCPError(
+            code=types.INTERNAL_ERROR, message=f"the member '{member}' cannot serve: {found.reason}"
+        )
 
     async def relay_member_tool(
         self, link: MemberLink | None, member: str, tool: str, arguments: dict[str, Any], relayed: Relayed

@@ -41,13 +41,15 @@ from bundle_operator.reference_platform.asgi_bridge import serve_asgi
 from bundle_operator.reference_platform.member_forward import as_written
 from bundle_operator.reference_platform.member_probe import error_text
 from bundle_operator.reference_platform.problems import ApiError
-from bundle_operator.reference_platform.stdio_loopback import LOOPBACK, UNAVAILABLE
+from bundle_operator.reference_platform.stdio_loopback import LOOPBACK, STATE, UNAVAILABLE
 from bundle_operator.reference_platform.stdio_runner import InstanceUnavailable, StdioRunner
 
 log = logging.getLogger("bundle_operator.platform.stdio")
 
 # A server that pages forever still ends: at most this many pages of one list are read.
 MAX_PAGES = 50
+# Handshake-era sessions told of list changes; the gateway holds a few per member, so the oldest go.
+MAX_LEGACY_SESSIONS = 64
 _EVENTS: dict[str, Callable[[], ServerEvent]] = {
     "tools": ToolsListChanged,
     "prompts": PromptsListChanged,
@@ -56,9 +58,9 @@ _EVENTS: dict[str, Callable[[], ServerEvent]] = {
 _T = TypeVar("_T")
 
 
-def unavailable(message: str) -> MCPError:
+def unavailable(state: str, message: str) -> MCPError:
     """The bridge's error for an instance that cannot serve, marked so the gateway names its member."""
-    return MCPError(code=types.INTERNAL_ERROR, message=message, data={UNAVAILABLE: message})
+    return MCPError(code=types.INTERNAL_ERROR, message=message, data={UNAVAILABLE: message, STATE: state})
 
 
 async def _pages(fetch: Callable[[str | None], Awaitable[Any]], attr: str) -> list[Any]:
@@ -152,6 +154,8 @@ class InstanceBridge:
         # Handshake-era sessions hear of list changes on their session; 2026-07-28 ones on the bus.
         if ctx.method == "notifications/initialized" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self.sessions[id(ctx.session)] = ctx.session
+            while len(self.sessions) > MAX_LEGACY_SESSIONS:
+                del self.sessions[next(iter(self.sessions))]
         return await call_next(ctx)
 
     async def told(self, message: Any) -> None:
@@ -190,7 +194,7 @@ class InstanceBridge:
             async with self.runner.using(self.workspace, self.instance_id) as client:
                 yield client
         except InstanceUnavailable as exc:
-            raise unavailable(str(exc)) from None
+            raise unavailable(exc.state, str(exc)) from None
         except Exception as exc:
             raise self._broken(exc) from None
         finally:
@@ -201,7 +205,7 @@ class InstanceBridge:
         try:
             listed: list[Any] = await self.runner.listing(self.workspace, self.instance_id, what, fetch)
         except InstanceUnavailable as exc:
-            raise unavailable(str(exc)) from None
+            raise unavailable(exc.state, str(exc)) from None
         except Exception as exc:
             raise self._broken(exc) from None
         return listed
@@ -211,9 +215,9 @@ class InstanceBridge:
         if isinstance(exc, MCPError) and exc.code != types.CONNECTION_CLOSED:
             return exc
         if isinstance(exc, MCPError):
-            return unavailable("crashed: the server's process exited while serving the request")
+            return unavailable("crashed", "crashed: the server's process exited while serving the request")
         reason = self.runner.scrub(self.instance_id, error_text(exc))
-        return unavailable(f"crashed: the server's process stopped answering ({reason})")
+        return unavailable("crashed", f"crashed: the server's process stopped answering ({reason})")
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -304,6 +308,7 @@ class Bridges:
         self.runner = runner
         self._bridges: dict[str, InstanceBridge] = {}
         self._lock = asyncio.Lock()
+        self._closed = False
         runner.notify = self._told
 
     async def _told(self, instance_id: str, message: Any) -> None:
@@ -318,6 +323,8 @@ class Bridges:
             given.strip().encode(), LOOPBACK.token.encode()
         ):
             raise ApiError(401, "unauthorized", "this route serves the platform's own gateway only")
+        if self._closed:
+            raise ApiError(503, "unavailable", "the platform is shutting down")
         workspace, instance_id = request.match_info["workspace"], request.match_info["instance"]
         bridge = await self._bridge(workspace, instance_id)
         return await serve_asgi(bridge.manager.handle_request, request)
@@ -343,7 +350,7 @@ class Bridges:
             await bridge.close()
 
     async def close(self) -> None:
-        """Close every bridge."""
+        """Close every bridge; a request after this is refused."""
+        self._closed = True
         bridges, self._bridges = list(self._bridges.values()), {}
-        for bridge in bridges:
-            await bridge.close()
+        await asyncio.gather(*(bridge.close() for bridge in bridges))

@@ -148,6 +148,7 @@ def launch_spec(tx: Tx, instance: Row, find: FindArtifact) -> LaunchSpec | Launc
 
 def private_home(homes: Path, instance_id: str) -> Path:
     """The instance's own folder for ``${HOME}`` and the person's folders, made private (0700)."""
+    homes.mkdir(mode=0o700, exist_ok=True)
     home = homes / instance_id
     for sub in _FOLDERS.values():
         folder = home / sub if sub else home

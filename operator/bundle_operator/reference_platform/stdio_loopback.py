@@ -7,7 +7,7 @@ is never written anywhere, so only this process can use the bridge (stdio_bridge
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcp.shared.exceptions import MCPError
 
@@ -15,6 +15,8 @@ PATH = "/_internal/stdio/{workspace}/{instance}/mcp"
 ROUTE_NAME = "stdio-bridge"
 # An MCP error's ``data`` key saying the instance's process could not serve (a member's health).
 UNAVAILABLE = "bundle-operator.dev/instanceUnavailable"
+# Beside it, the instance's health state (a crashed one starts again on the next use).
+STATE = "bundle-operator.dev/instanceState"
 
 
 class Loopback:
@@ -44,9 +46,16 @@ class Loopback:
 LOOPBACK = Loopback()
 
 
-def unavailable_reason(exc: MCPError) -> str | None:
-    """The reason an instance could not serve, when ``exc`` is the bridge saying so."""
+class Unavailable(NamedTuple):
+    """Why an instance the platform runs could not serve a request."""
+
+    state: str
+    reason: str
+
+
+def unavailable_of(exc: MCPError) -> Unavailable | None:
+    """What the bridge said when ``exc`` is its error for an instance that could not serve."""
     data: Any = exc.data
     if isinstance(data, dict) and isinstance(data.get(UNAVAILABLE), str):
-        return str(data[UNAVAILABLE])
+        return Unavailable(str(data.get(STATE) or "failed"), str(data[UNAVAILABLE]))
     return None

@@ -60,6 +60,10 @@ Unhealthy = Callable[[str, str], None]
 class InstanceUnavailable(Exception):
     """The instance's process is not there to serve; the message says why (no secret in it)."""
 
+    def __init__(self, state: str, message: str) -> None:
+        super().__init__(message)
+        self.state = state
+
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
@@ -167,10 +171,10 @@ class StdioRunner:
     def start(self, homes: Path) -> None:
         """Follow the store (changed or deleted instances stop) and stop idle processes.
 
-        ``homes`` holds each instance's private folder (``${HOME}``) and its server's stderr.
+        ``homes`` holds each instance's private folder (``${HOME}``) and its server's stderr; it is
+        made on the first launch.
         """
         self.homes = homes
-        homes.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.store.listen(lambda _generation: self._changed.set())
         self._tasks = [
             asyncio.create_task(self._follow(), name="stdio-follow"),
@@ -185,20 +189,19 @@ class StdioRunner:
         for task in list(self._tasks):
             with contextlib.suppress(BaseException):
                 await task
-        held = [slot.held for slot in self._slots.values() if slot.held is not None]
-        await asyncio.gather(*(one.close() for one in held))
-        for slot in self._slots.values():
-            slot.held = None
+        await asyncio.gather(*(self._close_slot(slot) for slot in list(self._slots.values())))
+
+    async def _close_slot(self, slot: _Slot) -> None:
+        # Under the slot's lock: a start under way finishes first, and its process is stopped too.
+        async with slot.lock:
+            held, slot.held = slot.held, None
+            if held is not None:
+                await held.close()
 
     def health(self, instance_id: str) -> dict[str, Any] | None:
         """The instance's health as last seen, or None before the runner ever looked at it."""
         slot = self._slots.get(instance_id)
         return slot.health() if slot is not None else None
-
-    def running(self, instance_id: str) -> bool:
-        """Whether the instance's process is up now."""
-        slot = self._slots.get(instance_id)
-        return slot is not None and slot.held is not None and slot.held.alive
 
     # --- use ---------------------------------------------------------------------------------
 
@@ -253,16 +256,14 @@ class StdioRunner:
             if held is not None:
                 await self._crashed(slot, held)
             if self._closed:
-                raise InstanceUnavailable("failed: the platform is shutting down")
+                raise InstanceUnavailable("failed", "failed: the platform is shutting down")
             loop = asyncio.get_running_loop()
             wait = slot.retry_at - loop.time()
             if wait > 0:
-                raise InstanceUnavailable(
-                    f"{slot.state}: {slot.message}; it is started again in {wait:.0f} s"
-                )
+                raise InstanceUnavailable(slot.state, f"{slot.message}; it is started again in {wait:.0f} s")
             spec = await self.store.transact(lambda tx: _spec(tx, slot, self.find))
             if spec is None:
-                raise InstanceUnavailable("failed: the platform does not run this instance")
+                raise InstanceUnavailable("failed", "failed: the platform does not run this instance")
             if isinstance(spec, LaunchRefused):
                 self._refused(slot, spec)
             slot.spec = spec
@@ -281,7 +282,7 @@ class StdioRunner:
                 self._backoff(
                     slot, "failed", f"failed: the server did not start: {reason}{self._stderr(slot)}"
                 )
-                raise InstanceUnavailable(slot.message) from None
+                raise InstanceUnavailable("failed", slot.message) from None
             slot.last_used = loop.time()
             slot.record("running", f"process running ({spec.runtime})")
             log.info("started the server of the MCP instance %s", slot.instance_id)
@@ -294,7 +295,7 @@ class StdioRunner:
         slot.listings.clear()
         log.warning("the MCP instance %s was not started: %s", slot.instance_id, slot.message)
         self.unhealthy(slot.instance_id, slot.message)
-        raise InstanceUnavailable(slot.message)
+        raise InstanceUnavailable(state, slot.message)
 
     def _backoff(self, slot: _Slot, state: str, message: str) -> None:
         loop = asyncio.get_running_loop()
@@ -411,6 +412,7 @@ class StdioRunner:
         if held is not None:
             await held.close()
             log.info("stopped the server of the MCP instance %s", slot.instance_id)
+        slot.failures = 0  # it served until stopped: a later crash starts a new series
         slot.record("idle", message)
 
     async def _reap(self) -> None:

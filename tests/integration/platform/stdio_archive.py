@@ -2,7 +2,7 @@
 
 Its tools say what a person would check of a launched server: its greeting (an env value), a
 hash of its token (a secret, never the value), where it runs and its process id; ``fail`` makes
-the process exit at once and ``steps`` reports progress. Each archive gets a distinct marker, so
+the process exit at once and ``steps`` reports progress and logs. Each archive gets a distinct marker, so
 a test finds its own processes in the process table by the extracted folder's path.
 """
 
@@ -57,11 +57,64 @@ async def steps(ctx: Context) -> str:
     """Reports progress twice, then answers."""
     await ctx.report_progress(1, 2, "half way")
     await ctx.report_progress(2, 2, "done")
+    await ctx.info("stepped twice")
     return "stepped"
 
 
 server.run()
 '''
+
+
+# A handshake-era server in plain node (no SDK, nothing to install): it answers initialize,
+# tools/list and tools/call, and refuses what it does not know, as an older server would.
+NODE_SERVER = r"""
+const readline = require("readline");
+const send = (message) => process.stdout.write(JSON.stringify(message) + "\n");
+readline.createInterface({ input: process.stdin }).on("line", (line) => {
+  const message = JSON.parse(line);
+  if (message.id === undefined) return;
+  const answer = (result) => send({ jsonrpc: "2.0", id: message.id, result });
+  if (message.method === "initialize") {
+    answer({ protocolVersion: message.params.protocolVersion, capabilities: { tools: {} },
+             serverInfo: { name: "node-hello", version: "1.0.0" } });
+  } else if (message.method === "ping") {
+    answer({});
+  } else if (message.method === "tools/list") {
+    answer({ tools: [{ name: "shout", description: "Shouts the text back",
+                       inputSchema: { type: "object", properties: { text: { type: "string" } } } }] });
+  } else if (message.method === "tools/call") {
+    const shouted = message.params.arguments.text.toUpperCase();
+    const text = `${process.env.GREETING}, ${shouted} (node ${process.version})`;
+    answer({ content: [{ type: "text", text }] });
+  } else {
+    send({ jsonrpc: "2.0", id: message.id, error: { code: -32601, message: "Method not found" } });
+  }
+});
+"""
+
+
+def node_archive(folder: Path, *, binary: bool = False) -> bytes:
+    """An honest node .mcpb of the plain node server, or a binary one whose program is that server
+    as a script; each call makes a different archive."""
+    entry = "server/shouter" if binary else "server/index.js"
+    command = "${__dirname}/" + entry if binary else "node"
+    config = {"command": command, "args": [] if binary else ["${__dirname}/" + entry]}
+    first = "#!/usr/bin/env node\n" if binary else ""
+    manifest = {
+        "manifest_version": "0.3",
+        "name": "shouter",
+        "version": "1.0.0",
+        "description": "Shouts",
+        "author": {"name": "Ann Example"},
+        "server": {"type": "binary" if binary else "node", "entry_point": entry, "mcp_config": config},
+    }
+    path = build(
+        folder / f"shouter-{uuid.uuid4().hex[:8]}.mcpb",
+        manifest=manifest,
+        files={entry: (first + f"// {uuid.uuid4().hex}\n" + NODE_SERVER).encode()},
+        modes={entry: 0o755},
+    )
+    return path.read_bytes()
 
 
 def python_archive(folder: Path, *, crash_on_start: bool = False) -> bytes:
@@ -93,15 +146,17 @@ def digest_of(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def server_spec(digest: str, *, args: list[str] | None = None) -> dict[str, Any]:
-    """The MCP server spec the engine makes of the archive, with a greeting and a secret token."""
+def server_spec(digest: str, runtime: str = "python") -> dict[str, Any]:
+    """The MCP server spec the engine makes of an archive, with a greeting and a secret token."""
+    entry = {"python": "server/main.py", "node": "server/index.js", "binary": "server/shouter"}[runtime]
+    args = {"python": ["${__dirname}/server/main.py", "--home=${HOME}"], "node": ["${__dirname}/" + entry]}
     return {
         "name": "hello",
         "type": "command",
-        "command": "python",
-        "args": args if args is not None else ["${__dirname}/server/main.py", "--home=${HOME}"],
-        "runtime": "python",
-        "artifact": {"digest": digest, "entry": "server/main.py"},
+        "command": "${__dirname}/" + entry if runtime == "binary" else runtime,
+        "args": args.get(runtime, []),
+        "runtime": runtime,
+        "artifact": {"digest": digest, "entry": entry},
         "env_schema": [
             {"name": "GREETING", "type": "string", "required": False},
             {"name": "API_TOKEN", "type": "secret", "required": False},

@@ -15,6 +15,7 @@ from bundle_operator.platform.openapi_build import OPENAPI_PATH, render
 from bundle_operator.reference_platform import ServerConfig, create_app
 from bundle_operator.reference_platform.app import METRICS_ROUTE_NAME
 from bundle_operator.reference_platform.gateway_mcp import CATALOG_ROUTE_NAME, METADATA_ROUTE_NAME, ROUTE_NAME
+from bundle_operator.reference_platform.stdio_loopback import ROUTE_NAME as STDIO_ROUTE_NAME
 
 pytestmark = pytest.mark.integration
 
@@ -43,10 +44,12 @@ def test_the_document_and_the_server_have_the_same_routes(tmp_path: Path) -> Non
         (route.method.lower(), route.resource.canonical)
         for route in app.router.routes()
         # The endpoints' MCP route speaks MCP, their RFC 9728 metadata is OAuth's, their catalogue is
-        # read with an OAuth token and /metrics is Prometheus text: none of them is this REST API.
+        # read with an OAuth token, /metrics is Prometheus text and the stdio bridge is the gateway's
+        # own way to the instances the platform runs: none of them is this REST API.
         if route.resource is not None
         and route.method != "HEAD"
-        and route.name not in (ROUTE_NAME, METADATA_ROUTE_NAME, CATALOG_ROUTE_NAME, METRICS_ROUTE_NAME)
+        and route.name
+        not in (ROUTE_NAME, METADATA_ROUTE_NAME, CATALOG_ROUTE_NAME, METRICS_ROUTE_NAME, STDIO_ROUTE_NAME)
     }
     document = yaml.safe_load(OPENAPI_PATH.read_text())
     documented = {(method, path) for path, ops in document["paths"].items() for method in ops}

@@ -22,9 +22,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import LoggingMessageNotificationParams
 from platform_builders import create, key, secret
 from platform_harness import TOKEN, PlatformProcess, start_platform
-from stdio_archive import digest_of, processes_under, python_archive, server_spec, whereabouts
+from stdio_archive import digest_of, node_archive, processes_under, python_archive, server_spec, whereabouts
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -91,20 +92,28 @@ class Served:
     api_key: str
     folder: Path  # the extracted tree, where the platform keeps it by default
 
-    def connect(self) -> Client:
+    def connect(self, **options: Any) -> Client:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.api_key}"}, timeout=30)
-        return Client(streamable_http_client(self.url, http_client=http), cache=None)
+        return Client(streamable_http_client(self.url, http_client=http), cache=None, **options)
 
 
 async def serve(
-    api: PlatformClient, platform: PlatformProcess, tmp_path: Path, *, crash_on_start: bool = False
+    api: PlatformClient,
+    platform: PlatformProcess,
+    tmp_path: Path,
+    *,
+    crash_on_start: bool = False,
+    runtime: str = "python",
 ) -> Served:
     """Upload an archive, make its server and instance (greeting and secret token), serve it."""
     ws = f"io-{key()[:8]}"
-    data = python_archive(tmp_path, crash_on_start=crash_on_start)
+    if runtime == "python":
+        data = python_archive(tmp_path, crash_on_start=crash_on_start)
+    else:
+        data = node_archive(tmp_path, binary=runtime == "binary")
     await api.put_artifact(ws, digest_of(data), data)
     server = await create(
-        api, ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(server_spec(digest_of(data)))
+        api, ws, kinds.MCP_SERVERS, McpServerCreate.model_validate(server_spec(digest_of(data), runtime))
     )
     token = await secret(api, ws, value=TOKEN_VALUE, name="api token")
     instance = await create(
@@ -127,11 +136,11 @@ async def serve(
     return Served(ws, instance.id, bundle.id, endpoint.url, endpoint.api_key.get_secret_value(), folder)
 
 
-async def discovered(api: PlatformClient, served: Served) -> None:
+async def discovered(api: PlatformClient, served: Served, tools: int = 5) -> None:
     async def listed() -> bool:
         return (await member(api, served)).healthy and len(
             await api.list_tools(served.ws, served.bundle_id)
-        ) >= 5
+        ) >= tools
 
     await eventually(listed, 20, "the stdio member discovered")
 
@@ -168,11 +177,15 @@ async def test_an_instance_launches_and_answers_through_an_endpoint_with_its_env
     served = await serve(api, stdio_platform, tmp_path)
     await discovered(api, served)
     progress: list[str | None] = []
+    logged: list[tuple[str | None, Any]] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append(message)
 
-    async with served.connect() as client:
+    async def on_log(params: LoggingMessageNotificationParams) -> None:
+        logged.append((params.logger, params.data))
+
+    async with served.connect(logging_callback=on_log, log_level="info") as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"hello__greet", "hello__token_hash", "hello__whereabouts"} <= names
         assert text_of(await client.call_tool("hello__greet", {"name": "Ann"})) == "Hej, Ann!"
@@ -185,6 +198,7 @@ async def test_an_instance_launches_and_answers_through_an_endpoint_with_its_env
         assert text_of(await client.call_tool("hello__steps", {}, progress_callback=on_progress)) == "stepped"
 
     assert progress == ["half way", "done"]
+    assert logged == [("hello", "stepped twice")]  # named after the member, as any member's
     assert Path(where["cwd"]) == served.folder.resolve()
     home = Path(where["home"])
     assert home != Path.home() and mode_of(home) == 0o700
@@ -195,6 +209,22 @@ async def test_an_instance_launches_and_answers_through_an_endpoint_with_its_env
     health = (await instance(api, served)).health
     assert health is not None and health.state == "running"
     assert TOKEN_VALUE not in stdio_platform.log.read_text()
+
+
+@pytest.mark.parametrize("runtime", ["node", "binary"])
+async def test_node_and_binary_bundles_run_over_stdio(
+    api: PlatformClient, stdio_platform: PlatformProcess, tmp_path: Path, runtime: str
+) -> None:
+    # The binary is the same server as a script with a #! line: it runs from inside its folder.
+    served = await serve(api, stdio_platform, tmp_path, runtime=runtime)
+    await discovered(api, served, tools=1)
+    async with served.connect() as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["hello__shout"]
+        answer = text_of(await client.call_tool("hello__shout", {"text": "quiet"}))
+    assert answer.startswith("Hej, QUIET (node v")
+    [pid] = processes_under(served.folder)
+    assert Path(os.readlink(f"/proc/{pid}/exe")).name == "node"
+    assert Path(os.readlink(f"/proc/{pid}/cwd")) == served.folder.resolve()
 
 
 async def test_a_url_instance_has_no_health(api: PlatformClient) -> None:
@@ -237,6 +267,8 @@ async def test_a_crashed_process_is_started_again_after_a_growing_backoff(
                 await client.call_tool("hello__fail", {})
             crashed = await state_is(api, served, "crashed", 5)
             assert crashed.health is not None and "giving up now" in crashed.health.message
+            # It starts again on the next use: its tools stay offered meanwhile.
+            assert (await member(api, served)).healthy
             assert processes_under(served.folder) == []
             # While backing off a call fails at once, saying why and when the server starts again.
             started = time.monotonic()
@@ -325,7 +357,10 @@ async def test_no_process_outlives_the_platform(tmp_path: Path) -> None:
                 assert text_of(await mcp.call_tool("hello__greet", {"name": "Ann"})) == "Hej, Ann!"
             assert len(processes_under(served.folder)) == 1
     finally:
+        stopping = time.monotonic()
         assert platform.stop() == 0
+        # Not held by the gateway's own streams to the stopped instances.
+        assert time.monotonic() - stopping < 10
     assert processes_under(served.folder) == []
     assert not any(p for p in processes_under(tmp_path))
     assert mode_of(served.folder) == 0o700  # the extracted tree stays for the next start
@@ -364,3 +399,19 @@ async def test_a_changed_instance_restarts_with_its_new_values_and_a_deleted_one
         return processes_under(served.folder) == []
 
     await eventually(stopped, 10, "the deleted instance's process stopped")
+
+
+async def test_the_bridge_answers_only_the_platform_itself(
+    api: PlatformClient, stdio_platform: PlatformProcess, tmp_path: Path
+) -> None:
+    served = await serve(api, stdio_platform, tmp_path)
+    bridge = f"{stdio_platform.url}/_internal/stdio/{served.ws}/{served.instance_id}/mcp"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for headers in (
+            {},
+            {"Authorization": f"Bearer {TOKEN}"},
+            {"Authorization": f"Bearer {served.api_key}"},
+        ):
+            answer = await http.post(bridge, json=body, headers=headers)
+            assert answer.status_code == 401, headers
