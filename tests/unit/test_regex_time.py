@@ -18,7 +18,7 @@ import multiprocessing
 import pkgutil
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -149,13 +149,28 @@ def hostile_strings(pattern: re.Pattern[str]) -> Iterator[str]:
                 yield "a" + piece + other * (LENGTH // len(other)) + piece
 
 
+def _timed(use: Callable[[str], object], text: str) -> float:
+    started = time.perf_counter()
+    use(text)
+    return time.perf_counter() - started
+
+
+def _best(use: Callable[[str], object], text: str) -> float:
+    """How long ``use(text)`` takes: measured again when slow, the fastest run counting. A run
+    the scheduler paused on a loaded machine is slow once; a quadratic pattern every time."""
+    took = _timed(use, text)
+    for _ in range(2):
+        if took <= SLOW_SECONDS:
+            break
+        took = min(took, _timed(use, text))
+    return took
+
+
 def _slow_cases(pattern: re.Pattern[str]) -> list[str]:
     slow: list[str] = []
     for text in hostile_strings(pattern):
         for use in (pattern.search, pattern.fullmatch, pattern.findall):
-            started = time.perf_counter()
-            use(text)
-            took = time.perf_counter() - started
+            took = _best(use, text)
             if took > SLOW_SECONDS:
                 slow.append(f"{use.__name__}({text[:24]!r}... {len(text)} chars) took {took:.2f} s")
                 return slow
