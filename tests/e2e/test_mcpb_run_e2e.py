@@ -160,9 +160,9 @@ def test_registry_archives_install_run_and_answer_through_an_endpoint(
     apply_all(
         kubectl, tmp_path, ns, objects("echo-node", "io.github.example/echo-node", registry, f"n-{suffix}")
     )
-    url, key, answer = first_answer(kubectl, "echo-node", ns, "mcpb_echo_node__echo", 240)
+    url, key, answer_node = first_answer(kubectl, "echo-node", ns, "mcpb_echo_node__echo", 240)
     print(f"kubectl apply to the first answered call (node): {time.monotonic() - started:.1f} s")
-    assert answer == "node: ping"
+    assert answer_node == "node: ping"
 
     for kind in ("python", "binary"):
         name = f"echo-{kind}"
@@ -175,6 +175,7 @@ def test_registry_archives_install_run_and_answer_through_an_endpoint(
 
     # The setup values reached the server's environment; the secret never left the platform.
     who = json.loads(asyncio.run(call(url, key, "mcpb_echo_node__whoami", {})))
+    print("mcpb_echo_node__echo answered:", answer_node, "| whoami:", json.dumps(who))
     assert who["greeting"] == "hello from echo-node"
     assert who["api_token_set"] is True and who["api_token_length"] == len(TOKEN)
     workspace = f"n-{suffix}"

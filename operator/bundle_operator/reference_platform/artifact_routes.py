@@ -31,12 +31,10 @@ from bundle_operator.reference_platform.artifact_files import (
 from bundle_operator.reference_platform.entity_routes import BASE
 from bundle_operator.reference_platform.http import (
     context,
-    decode_cursor,
     encode_cursor,
     json_response,
-    limit_param,
     page,
-    whole_number,
+    seq_page,
     workspace,
 )
 from bundle_operator.reference_platform.problems import ApiError, conflict, field_error, not_found, refused
@@ -146,11 +144,7 @@ async def get_artifact(request: web.Request) -> web.Response:
 async def list_artifacts(request: web.Request) -> web.Response:
     """GET .../artifacts: a page of artifacts in upload order."""
     ctx, ws = context(request), workspace(request)
-    limit = limit_param(request)
-    after = decode_cursor(request)
-    after_seq = 0 if after is None else whole_number(after)
-    if after_seq is None:
-        raise refused("cursor", "is not a cursor from a previous page")
+    limit, after_seq = seq_page(request)
 
     def read(tx: Tx) -> tuple[list[dict[str, Any]], str | None]:
         rows = tx.select(ws, ARTIFACTS, after_seq=after_seq, limit=limit + 1)

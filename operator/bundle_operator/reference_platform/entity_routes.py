@@ -10,17 +10,15 @@ from aiohttp import web
 from bundle_operator.reference_platform.http import (
     check_revision,
     context,
-    decode_cursor,
     encode_cursor,
     existing,
     fingerprint,
     if_match,
     json_response,
-    limit_param,
     page,
     parse,
     read_json,
-    whole_number,
+    seq_page,
     workspace,
 )
 from bundle_operator.reference_platform.kind_rules import KindRules
@@ -146,11 +144,7 @@ class EntityRoutes:
     async def list(self, request: web.Request) -> web.Response:
         """GET a page of entities in creation order."""
         ctx, ws = context(request), workspace(request)
-        limit = limit_param(request)
-        after = decode_cursor(request)
-        after_seq = 0 if after is None else whole_number(after)
-        if after_seq is None:
-            raise refused("cursor", "is not a cursor from a previous page")
+        limit, after_seq = seq_page(request)
         filters = _filters(request, self.kind.filters)
 
         def read(tx: Tx) -> tuple[list[dict[str, Any]], str | None]:

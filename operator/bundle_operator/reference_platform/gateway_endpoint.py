@@ -10,8 +10,6 @@ anyone else's request that names it, as the SDK's session manager does for the A
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -22,8 +20,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.models import InitializationOptions
+from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE, DEFAULT_MAX_SESSIONS
@@ -49,6 +46,7 @@ from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX,
 from bundle_operator.reference_platform.member_forward import as_written
 from bundle_operator.reference_platform.member_link import MemberLink
 from bundle_operator.reference_platform.member_relay import Route
+from bundle_operator.reference_platform.session_task import AnnouncingServer, ManagerTask, keep_legacy_session
 
 log = logging.getLogger("bundle_operator.platform.gateway")
 
@@ -204,25 +202,6 @@ class SessionOwners:
         return recorded
 
 
-class _AnnouncingServer(Server[Any]):
-    """An SDK ``Server`` whose handshake-era ``initialize`` says that all three lists can change.
-
-    The session manager asks for initialization options without arguments, which would advertise
-    no ``listChanged``; on the 2026-07-28 wire the flags follow from serving subscriptions/listen.
-    """
-
-    def create_initialization_options(
-        self,
-        notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-    ) -> InitializationOptions:
-        every_list = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
-        return super().create_initialization_options(
-            notification_options or every_list, experimental_capabilities, extensions
-        )
-
-
 class _RelayedListen:
     """``subscriptions/listen`` (2026-07-28 wire) whose resource subscriptions reach the members.
 
@@ -296,11 +275,10 @@ class GatewayEndpoint:
     announced: dict[str, str] = field(default_factory=dict)
     # Each handshake-era session's ``logging/setLevel``, newest last (bounded like ``sessions``).
     levels: OrderedDict[str, types.LoggingLevel] = field(default_factory=OrderedDict)
-    task: asyncio.Task[None] | None = None
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    manager_task: ManagerTask | None = None
 
     def __post_init__(self) -> None:
-        self.server = _AnnouncingServer(
+        self.server = AnnouncingServer(
             f"bundle-gateway/{self.name}",
             version="1",
             instructions=self.view.description or None,
@@ -335,36 +313,27 @@ class GatewayEndpoint:
 
     async def start(self) -> None:
         """Run the session manager in a task of its own until ``close``."""
-        ready = asyncio.Event()
-
-        async def run() -> None:
-            async with self.manager.run():
-                ready.set()
-                await self.stop.wait()
-
-        self.task = asyncio.create_task(run(), name=f"gateway-endpoint-{self.name}")
-        waiter = asyncio.create_task(ready.wait())
-        await asyncio.wait({self.task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        if self.task.done():
-            self.task.result()
+        self.manager_task = ManagerTask(self.manager, f"gateway-endpoint-{self.name}")
+        await self.manager_task.start()
 
     async def close(self) -> None:
         """Stop serving; open sessions end."""
-        self.stop.set()
-        if self.task is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self.task, timeout=5)
+        if self.manager_task is not None:
+            await self.manager_task.close()
 
     async def _remember_session(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         # Handshake-era sessions get list_changed on their session (the 2026-07-28 wire has none:
         # its clients listen on the bus). The session object is made per message, so keep one.
-        if ctx.method == "notifications/initialized" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self.sessions[self._session_key(ctx)] = ctx.session
-            while len(self.sessions) > MAX_LEGACY_SESSIONS:
-                del self.sessions[next(iter(self.sessions))]
+        keep_legacy_session(
+            self.sessions,
+            self._session_key(ctx),
+            ctx.method,
+            ctx.protocol_version,
+            ctx.session,
+            MAX_LEGACY_SESSIONS,
+        )
         return await call_next(ctx)
 
     async def announce(self, view: EndpointView) -> None:

@@ -162,6 +162,16 @@ def decode_cursor(request: web.Request) -> str | None:
         raise refused("cursor", "is not a cursor from a previous page") from None
 
 
+def seq_page(request: web.Request) -> tuple[int, int]:
+    """The page size and the creation sequence number a page in creation order starts after."""
+    limit = limit_param(request)
+    after = decode_cursor(request)
+    after_seq = 0 if after is None else whole_number(after)
+    if after_seq is None:
+        raise refused("cursor", "is not a cursor from a previous page")
+    return limit, after_seq
+
+
 def page(items: list[Any], next_cursor: str | None) -> web.Response:
     """A list page."""
     return json_response({"items": items, "next_cursor": next_cursor})

@@ -22,8 +22,7 @@ import mcp_types as types
 from aiohttp import web
 from mcp import Client
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.models import InitializationOptions
+from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import (
@@ -35,12 +34,12 @@ from mcp.server.subscriptions import (
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bundle_operator.reference_platform.asgi_bridge import serve_asgi
 from bundle_operator.reference_platform.member_forward import as_written
 from bundle_operator.reference_platform.member_probe import error_text
 from bundle_operator.reference_platform.problems import ApiError
+from bundle_operator.reference_platform.session_task import AnnouncingServer, ManagerTask, keep_legacy_session
 from bundle_operator.reference_platform.stdio_loopback import LOOPBACK, STATE, UNAVAILABLE
 from bundle_operator.reference_platform.stdio_runner import InstanceUnavailable, StdioRunner
 
@@ -75,21 +74,6 @@ async def _pages(fetch: Callable[[str | None], Awaitable[Any]], attr: str) -> li
     return items
 
 
-class _AnnouncingServer(Server[Any]):
-    """A ``Server`` whose handshake-era ``initialize`` says every list can change (as the process's may)."""
-
-    def create_initialization_options(
-        self,
-        notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-    ) -> InitializationOptions:
-        every_list = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
-        return super().create_initialization_options(
-            notification_options or every_list, experimental_capabilities, extensions
-        )
-
-
 @dataclass(eq=False)
 class InstanceBridge:
     """The MCP server standing for one instance, over its process's client session."""
@@ -103,11 +87,10 @@ class InstanceBridge:
     # Requests being served now: a log message of the process goes to each (stdio has no request id).
     serving: dict[int, ServerRequestContext[Any, Any]] = field(default_factory=dict)
     sessions: dict[int, ServerSession] = field(default_factory=dict)
-    task: asyncio.Task[None] | None = None
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    manager_task: ManagerTask | None = None
 
     def __post_init__(self) -> None:
-        self.server = _AnnouncingServer(
+        self.server = AnnouncingServer(
             f"stdio-instance/{self.instance_id}",
             version="1",
             on_list_tools=self._list_tools,
@@ -129,33 +112,19 @@ class InstanceBridge:
 
     async def start(self) -> None:
         """Run the session manager in a task of its own until ``close``."""
-        ready = asyncio.Event()
-
-        async def run() -> None:
-            async with self.manager.run():
-                ready.set()
-                await self.stop.wait()
-
-        self.task = asyncio.create_task(run(), name=f"stdio-bridge-{self.instance_id}")
-        waiter = asyncio.create_task(ready.wait())
-        await asyncio.wait({self.task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        if self.task.done():
-            self.task.result()
+        self.manager_task = ManagerTask(self.manager, f"stdio-bridge-{self.instance_id}")
+        await self.manager_task.start()
 
     async def close(self) -> None:
         """Stop serving; open sessions end."""
-        self.stop.set()
-        if self.task is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self.task, timeout=5)
+        if self.manager_task is not None:
+            await self.manager_task.close()
 
     async def _remember_session(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
         # Handshake-era sessions hear of list changes on their session; 2026-07-28 ones on the bus.
-        if ctx.method == "notifications/initialized" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self.sessions[id(ctx.session)] = ctx.session
-            while len(self.sessions) > MAX_LEGACY_SESSIONS:
-                del self.sessions[next(iter(self.sessions))]
+        keep_legacy_session(
+            self.sessions, id(ctx.session), ctx.method, ctx.protocol_version, ctx.session, MAX_LEGACY_SESSIONS
+        )
         return await call_next(ctx)
 
     async def told(self, message: Any) -> None:
