@@ -32,10 +32,9 @@ from bundle_operator.k8s.bundle.sources import Resolved, SourceError, SourceSett
 from bundle_operator.k8s.bundle.status import bundle_status_fields, status_issues
 from bundle_operator.k8s.resources import BundleStatus
 from bundle_operator.sources.models import BundleSource
+from tests.fixtures.mcpb_servers.build import mcpb_executable
 from tests.integration.mcpb.test_mcpb_official_cli import MANIFEST as NOTES_MANIFEST
 from tests.integration.mcpb.test_mcpb_official_cli import (
-    MCPB,
-    TOOLS,
     Keys,
     _append_block,
     _fingerprint,
@@ -299,17 +298,14 @@ class Archives:
 @pytest.fixture(scope="module")
 def archives(tmp_path_factory: pytest.TempPathFactory) -> Archives:
     """The notes archive of tests/integration/mcpb, packed and signed by the official tools."""
-    if not MCPB.exists():
-        if shutil.which("npm") is None:
-            pytest.fail("npm is needed to install the official mcpb CLI (tests/tools/mcpb)")
-        _run("npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", cwd=TOOLS)
+    mcpb = mcpb_executable()
     work = tmp_path_factory.mktemp("mcpb")
     src = work / "notes-src"
     (src / "server").mkdir(parents=True)
     (src / "manifest.json").write_text(json.dumps(NOTES_MANIFEST, indent=2))
     (src / "server" / "index.js").write_text("console.log('notes');\n")
     unsigned = work / "notes.mcpb"
-    _run(MCPB, "pack", src, unsigned)
+    _run(mcpb, "pack", src, unsigned)
 
     rsa = Keys(work / "rsa-cert.pem", work / "rsa-key.pem")
     _run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-keyout", rsa.key,
@@ -321,7 +317,7 @@ def archives(tmp_path_factory: pytest.TempPathFactory) -> Archives:
 
     signed = work / "signed.mcpb"
     shutil.copyfile(unsigned, signed)
-    _run(MCPB, "sign", signed, "--cert", rsa.cert, "--key", rsa.key)
+    _run(mcpb, "sign", signed, "--cert", rsa.cert, "--key", rsa.key)
     signed_ec = work / "signed-ec.mcpb"
     shutil.copyfile(unsigned, signed_ec)
     _append_block(signed_ec, _openssl_sign(signed_ec, ec_keys, "-md", "sha256"))

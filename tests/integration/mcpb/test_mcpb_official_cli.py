@@ -1,7 +1,8 @@
 """Archives made by the official tools: `mcpb pack` and `mcpb sign` (npm), and `openssl cms`.
 
-The npm CLI is pinned in tests/tools/mcpb (`make mcpb-tools` installs it with `npm ci`; this
-module does the same when it is missing). bundlectl runs as a separate process, as a user runs it.
+The npm CLI is pinned by tests/tools/mcpb's lock file and installed into the cache with the cached
+Node and npm (`make mcpb-tools`, or on first use here). bundlectl runs as a separate process, as a
+user runs it.
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ from typing import Any
 import pytest
 from asn1crypto import cms
 from cryptography import x509
+from tests.fixtures.mcpb_servers.build import mcpb_executable
 
 from bundle_operator.document import parse_bundle_text
 
 REPO = Path(__file__).resolve().parents[3]
-TOOLS = REPO / "tests" / "tools" / "mcpb"
-MCPB = TOOLS / "node_modules" / ".bin" / "mcpb"
 SIG_HEADER, SIG_FOOTER = b"MCPB_SIG_V1", b"MCPB_SIG_END"
 
 pytestmark = pytest.mark.integration
@@ -79,12 +79,9 @@ def inspect_json(path: Path, platform: str = "linux") -> tuple[int, dict[str, An
 
 @pytest.fixture(scope="module")
 def mcpb_cli() -> Path:
-    if not MCPB.exists():
-        if shutil.which("npm") is None:
-            pytest.fail("npm is needed to install the official mcpb CLI (tests/tools/mcpb)")
-        _run("npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", cwd=TOOLS)
-    assert _run(MCPB, "--version").stdout.strip() == "2.1.2"
-    return MCPB
+    cli = mcpb_executable()
+    assert _run(cli, "--version").stdout.strip() == "2.1.2"
+    return cli
 
 
 @dataclass
