@@ -76,6 +76,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="first wait before a crashed instance process starts again; it doubles up to 60 (default 1)",
     )
     run.add_argument(
+        "--instance-tree-check-seconds",
+        type=float,
+        default=60.0,
+        help="how often the unpacked tree of a running instance process is checked again; a changed "
+        "one stops it (default 60)",
+    )
+    run.add_argument(
         "--allow-private-issuers",
         action="store_true",
         help="let OAuth endpoints use an issuer on loopback or a private network (tests and local setups)",
@@ -123,6 +130,12 @@ def _serve(args: argparse.Namespace) -> int:
         print("bundlectl platform serve: --instance-idle-seconds must be 0.1..86400 seconds, "
               "--instance-backoff-seconds 0.01..60", file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
+    if not 0.1 <= args.instance_tree_check_seconds <= 86400:
+        print(
+            "bundlectl platform serve: --instance-tree-check-seconds must be 0.1..86400 seconds",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     if args.audit_max_entries < 1 or not 0 < args.audit_max_age_days <= 36500:
         print("bundlectl platform serve: --audit-max-entries must be 1 or more, --audit-max-age-days "
               "0 to 36500", file=sys.stderr)  # fmt: skip
@@ -156,6 +169,7 @@ def _serve(args: argparse.Namespace) -> int:
         artifacts_dir=args.artifacts_dir,
         instance_idle_seconds=args.instance_idle_seconds,
         instance_backoff_seconds=args.instance_backoff_seconds,
+        instance_tree_check_seconds=args.instance_tree_check_seconds,
     )
 
     def ready(url: str) -> None:

@@ -199,6 +199,7 @@ def create_app(config: ServerConfig) -> web.Application:
         artifact_files.extracted_artifact,
         idle_seconds=config.instance_idle_seconds,
         first_backoff=config.instance_backoff_seconds,
+        tree_check_seconds=config.instance_tree_check_seconds,
     )
     runner.unhealthy = discovery.instance_failed
     bridges = Bridges(runner)

@@ -41,6 +41,8 @@ class ServerConfig:
     instance_idle_seconds: float = 300.0
     # The first wait before a crashed instance process is started again; it doubles up to 60 s.
     instance_backoff_seconds: float = 1.0
+    # How often the tree of each running instance process is checked again (a changed one stops it).
+    instance_tree_check_seconds: float = 60.0
     # Where uploaded archives are extracted; None means ``artifacts/`` beside the database file,
     # or a temporary folder (removed at shutdown) when the database is in memory.
     artifacts_dir: Path | None = None

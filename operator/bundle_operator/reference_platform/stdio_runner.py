@@ -42,6 +42,7 @@ from bundle_operator.reference_platform.storage import Store, Tx
 log = logging.getLogger("bundle_operator.platform.stdio")
 
 DEFAULT_IDLE_SECONDS = 300.0
+DEFAULT_TREE_CHECK_SECONDS = 60.0
 FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 60.0
 # How long a request to the process may take before the call fails (as for a url member).
@@ -151,6 +152,7 @@ class StdioRunner:
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         first_backoff: float = FIRST_BACKOFF,
         max_backoff: float = MAX_BACKOFF,
+        tree_check_seconds: float = DEFAULT_TREE_CHECK_SECONDS,
     ) -> None:
         self.store = store
         self.homes = Path()
@@ -158,6 +160,7 @@ class StdioRunner:
         self.idle_seconds = idle_seconds
         self.first_backoff = first_backoff
         self.max_backoff = max_backoff
+        self.tree_check_seconds = tree_check_seconds
         self.notify: Notify | None = None
         self.unhealthy: Unhealthy = lambda _instance, _reason: None
         self.gone: Callable[[str], Awaitable[None]] | None = None
@@ -179,6 +182,7 @@ class StdioRunner:
         self._tasks = [
             asyncio.create_task(self._follow(), name="stdio-follow"),
             asyncio.create_task(self._reap(), name="stdio-reap"),
+            asyncio.create_task(self._guard(), name="stdio-guard"),
         ]
 
     async def close(self) -> None:
@@ -428,6 +432,28 @@ class StdioRunner:
                 async with slot.lock:
                     if slot.held is held and not slot.busy:
                         await self._stop(slot, f"stopped after {self.idle_seconds:g} s without use")
+
+    async def _guard(self) -> None:
+        """Check the tree of each running process again every ``tree_check_seconds``: a file changed
+        under a running server stops it at once, instead of at its next launch."""
+        while True:
+            await asyncio.sleep(self.tree_check_seconds)
+            for slot in list(self._slots.values()):
+                held, spec = slot.held, slot.spec
+                if held is None or not held.alive or spec is None:
+                    continue
+                try:
+                    await asyncio.to_thread(resolve, spec, self.homes)
+                except LaunchRefused as refused:
+                    if refused.code != "tree_changed":
+                        continue
+                    async with slot.lock:
+                        if slot.held is held:
+                            await self._stop(slot, "stopped: its tree changed")
+                            with contextlib.suppress(InstanceUnavailable):
+                                self._refused(slot, refused)
+                except Exception:
+                    log.exception("cannot check the tree of the MCP instance %s", slot.instance_id)
 
     async def _follow(self) -> None:
         """Stop what a write made stale: a deleted instance, a changed spec, env or secret."""

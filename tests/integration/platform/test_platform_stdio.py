@@ -46,6 +46,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 IDLE = 3.0
 BACKOFF = 2.0
+TREE_CHECK = 1.0
 TOKEN_VALUE = "tok-" + "s3cr3t" * 6
 
 
@@ -63,6 +64,8 @@ def stdio_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platfor
         str(BACKOFF),
         "--discovery-interval",
         "2",
+        "--instance-tree-check-seconds",
+        str(TREE_CHECK),
     )
     yield running
     running.stop()
@@ -305,6 +308,30 @@ async def test_a_changed_tree_is_refused_before_any_launch_and_the_member_says_w
         return not shown.healthy and "tree_changed" in shown.message
 
     await eventually(unhealthy, 10, "the member unhealthy with the reason")
+    assert processes_under(served.folder) == []
+
+
+async def test_a_tree_changed_under_a_running_server_stops_it(
+    api: PlatformClient, stdio_platform: PlatformProcess, tmp_path: Path
+) -> None:
+    served = await serve(api, stdio_platform, tmp_path)
+    await discovered(api, served)
+    async with served.connect() as client:
+        assert text_of(await client.call_tool("hello__greet", {"name": "Ann"})) == "Hej, Ann!"
+        assert len(processes_under(served.folder)) == 1
+        (served.folder / "server" / "extra.py").write_text("print('dropped in while it ran')\n")
+        # Not at its next launch: within a check or two while it still runs.
+        changed = await state_is(api, served, "tree_changed", TREE_CHECK * 2 + 5)
+        assert changed.health is not None and "changed since it was extracted" in changed.health.message
+        assert processes_under(served.folder) == []
+
+        async def unhealthy() -> bool:
+            shown = await member(api, served)
+            return not shown.healthy and "tree_changed" in shown.message
+
+        await eventually(unhealthy, 10, "the member unhealthy with the reason")
+        with pytest.raises(MCPError, match="hello"):
+            await client.call_tool("hello__greet", {"name": "Ann"})
     assert processes_under(served.folder) == []
 
 
