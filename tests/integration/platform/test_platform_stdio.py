@@ -153,6 +153,16 @@ async def member(api: PlatformClient, served: Served) -> GatewayMember:
     return only
 
 
+async def member_says(api: PlatformClient, served: Served, reason: str) -> None:
+    """Until the gateway member is unhealthy with ``reason`` in its message."""
+
+    async def unhealthy() -> bool:
+        shown = await member(api, served)
+        return not shown.healthy and reason in shown.message
+
+    await eventually(unhealthy, 10, f"the member unhealthy with {reason}")
+
+
 async def instance(api: PlatformClient, served: Served) -> McpInstance:
     return await api.get(served.ws, kinds.MCP_INSTANCES, served.instance_id)
 
@@ -303,11 +313,7 @@ async def test_a_changed_tree_is_refused_before_any_launch_and_the_member_says_w
     changed = await instance(api, served)
     assert changed.health is not None and changed.health.state == "tree_changed"
 
-    async def unhealthy() -> bool:
-        shown = await member(api, served)
-        return not shown.healthy and "tree_changed" in shown.message
-
-    await eventually(unhealthy, 10, "the member unhealthy with the reason")
+    await member_says(api, served, "tree_changed")
     assert processes_under(served.folder) == []
 
 
@@ -325,11 +331,7 @@ async def test_a_tree_changed_under_a_running_server_stops_it(
         assert changed.health is not None and "changed since it was extracted" in changed.health.message
         assert processes_under(served.folder) == []
 
-        async def unhealthy() -> bool:
-            shown = await member(api, served)
-            return not shown.healthy and "tree_changed" in shown.message
-
-        await eventually(unhealthy, 10, "the member unhealthy with the reason")
+        await member_says(api, served, "tree_changed")
         with pytest.raises(MCPError, match="hello"):
             await client.call_tool("hello__greet", {"name": "Ann"})
     assert processes_under(served.folder) == []
