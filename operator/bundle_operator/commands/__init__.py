@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bundle_operator.commands import analyze, approve, install, listing, manage, mcpb, registry
+from bundle_operator.commands import analyze, approve, install, listing, manage, mcpb, registry, schema
 from bundle_operator.commands import operator as operator_command
 from bundle_operator.commands import platform as platform_command
 
@@ -27,4 +27,5 @@ COMMANDS: list[Register] = [
     registry.register,
     operator_command.register,
     approve.register,
+    schema.register,
 ]
