@@ -73,17 +73,10 @@ def _check(mcp: CommandMcp, base: str, target: str) -> Iterator[Issue]:
     entry_problem = relative_path_problem(artifact.entry)
     if entry_problem is not None:
         yield bad(("artifact", "entry"), f"artifact.entry {entry_problem}")
-    if mcp.runtime in RUNTIME_COMMANDS:
-        allowed = RUNTIME_COMMANDS[mcp.runtime]
-        if mcp.command not in allowed:
-            yield bad("command", f"runs on {mcp.runtime}, so its command must be {' or '.join(allowed)}")
-    elif mcp.runtime == "binary":
-        program = mcp.command.removeprefix(DIRNAME + "/") if mcp.command.startswith(DIRNAME + "/") else None
-        problem = "is missing" if program is None else relative_path_problem(program)
+    if mcp.runtime is not None:
+        problem = command_problem(mcp.runtime, mcp.command)
         if problem is not None:
-            yield bad(
-                "command", f"is a binary server, so its command must be {DIRNAME}/<program in the archive>"
-            )
+            yield bad("command", f"is a {mcp.runtime} server, so its command {problem}")
     if artifact.platform is not None:
         if mcp.runtime != "binary":
             yield bad(("artifact", "platform"), "artifact.platform is only for a binary server")
@@ -104,6 +97,18 @@ def _texts(mcp: CommandMcp) -> Iterator[tuple[str | tuple[str | int, ...], str]]
         yield ("args", i), arg
     for key, value in mcp.env.items():
         yield ("env", key), value
+
+
+def command_problem(runtime: str, command: str) -> str | None:
+    """Why ``command`` cannot start a server of ``runtime`` run from its archive, or None: node and
+    python servers run on their runtime, a binary server's program is inside the archive."""
+    if runtime in RUNTIME_COMMANDS:
+        allowed = RUNTIME_COMMANDS[runtime]
+        return None if command in allowed else f"must be {' or '.join(allowed)}"
+    program = command.removeprefix(DIRNAME + "/") if command.startswith(DIRNAME + "/") else None
+    if program is None or relative_path_problem(program) is not None:
+        return f"must be {DIRNAME}/<program in the archive>"
+    return None
 
 
 def relative_path_problem(path: str) -> str | None:

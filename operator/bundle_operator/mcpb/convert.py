@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from bundle_operator.document.artifact_rules import DIRNAME
 from bundle_operator.document.keys import SEMVER_PATTERN
 from bundle_operator.document.runtimes import unsupported_runtime_reason
 from bundle_operator.mcpb.errors import Refused
@@ -42,7 +43,6 @@ from bundle_operator.mcpb.reader import Inspection
 from bundle_operator.mcpb.setup_fields import SetupField
 
 SCHEMA_VERSION = "0.1.0"
-DIRNAME = "${__dirname}"
 RUNTIME_OF_SERVER_TYPE = {"node": "node", "python": "python", "binary": "binary"}
 
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bundle_operator.document.artifact_rules import DIRNAME
 from bundle_operator.mcpb.entries import check_relative_path
 from bundle_operator.mcpb.errors import Refused
 from bundle_operator.mcpb.limits import Limits
@@ -22,7 +23,6 @@ PLATFORMS = ("darwin", "linux", "win32")
 RUNTIMES = ("node", "python", "python3")
 FOLDER_VARIABLES = ("HOME", "DESKTOP", "DOCUMENTS", "DOWNLOADS")
 SEPARATOR_VARIABLES = ("pathSeparator", "/")
-DIRNAME = "${__dirname}"
 # An opening with no "}" after it matches to the end of the text (and is not a variable): a start
 # that could fail would be tried again from every later "${", each reading to the end.
 _VARIABLE = re.compile(r"\$\{([^}]*+)(?:\}|\Z)")

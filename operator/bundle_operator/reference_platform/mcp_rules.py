@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
+from bundle_operator.document.artifact_rules import command_problem, relative_path_problem
 from bundle_operator.document.runtimes import unsupported_runtime_reason
 from bundle_operator.platform import kinds
 from bundle_operator.platform.models import (
@@ -35,12 +36,6 @@ from bundle_operator.reference_platform.storage import Row, Tx
 _CREDENTIAL_NAME = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIAL|AUTH)", re.I
 )
-# ${__dirname} is the artifact's extracted folder, filled in by the platform at launch.
-DIRNAME = "${__dirname}"
-RUNTIME_COMMANDS: dict[str, frozenset[str]] = {
-    "node": frozenset({"node"}),
-    "python": frozenset({"python", "python3"}),
-}
 CONTEXT_SECRET_MIN = 32
 CONTEXT_SECRET_MAX = 512
 
@@ -112,29 +107,13 @@ def _check_artifact(tx: Tx, workspace: str, spec: McpServerCreate) -> None:
             f"there is no artifact {spec.artifact.digest} in this workspace; upload it first",
             code="artifact_missing",
         )
-    entry_reason = _relative_path_reason(spec.artifact.entry)
+    entry_reason = relative_path_problem(spec.artifact.entry)
     if entry_reason is not None:
         raise refused("artifact.entry", entry_reason)
-    command = spec.command or ""
-    if spec.runtime == "binary":
-        if not command.startswith(DIRNAME + "/"):
-            wanted = f"a binary server's command is {DIRNAME}/<path in the archive>"
-            raise refused("command", wanted, code="unsupported_runtime")
-        reason = _relative_path_reason(command.removeprefix(DIRNAME + "/"))
-        if reason is not None:
-            raise refused("command", f"the program {reason}", code="unsupported_runtime")
-    elif command not in RUNTIME_COMMANDS[spec.runtime]:
-        allowed = " or ".join(sorted(RUNTIME_COMMANDS[spec.runtime]))
-        wanted = f"a {spec.runtime} server's command is {allowed}"
+    command_reason = command_problem(spec.runtime, spec.command or "")
+    if command_reason is not None:
+        wanted = f"a {spec.runtime} server's command {command_reason}"
         raise refused("command", wanted, code="unsupported_runtime")
-
-
-def _relative_path_reason(path: str) -> str | None:
-    """Why ``path`` is not a plain path inside the archive's folder, or None."""
-    parts = path.split("/")
-    if path.startswith("/") or "\\" in path or any(part in ("", ".", "..") for part in parts):
-        return "must be a relative path inside the archive, with no '.', '..' or empty segments"
-    return None
 
 
 def validate_server(tx: Tx, workspace: str, spec: McpServerCreate) -> dict[str, Any]:
