@@ -8,13 +8,12 @@ the files a person gives, the operator the archives its Bundle sources fetched.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 PATH = "artifacts"  # the platform collection; a part's id is the digest
-MAX_BYTES = 128 * 1024 * 1024
 
 
 class ArtifactUnavailable(Exception):
@@ -70,22 +69,6 @@ class ArchiveFiles:
         data = path.read_bytes()
         if digest_of(data) != digest:  # changed since it was indexed
             raise ArtifactUnavailable(digest, f"{path.name} changed since it was read")
-        return data
-
-
-@dataclass(frozen=True)
-class HeldArchives:
-    """Archives already in memory, by digest (the operator's fetched sources)."""
-
-    archives: Mapping[str, bytes]
-
-    def holds(self, digest: str) -> bool:
-        return digest in self.archives
-
-    async def read(self, digest: str) -> bytes:
-        data = self.archives.get(digest)
-        if data is None:
-            raise ArtifactUnavailable(digest, "the Bundle's source did not provide it")
         return data
 
 

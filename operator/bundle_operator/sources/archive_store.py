@@ -21,7 +21,6 @@ from pathlib import Path
 
 MAX_ENTRIES = 16
 MAX_BYTES = 2 * 1024 * 1024 * 1024
-_CHUNK = 1024 * 1024
 
 
 class ArchiveStore:
