@@ -39,6 +39,12 @@ class Archive:
     parsed: ParsedBundle | None
     refused_code: str | None = None
     refused_reason: str | None = None
+    sha256: str = ""  # of the archive's bytes (hex)
+
+    @property
+    def provides(self) -> tuple[str, ...]:
+        """The archive as the document's MCP names it (``sha256:<hex>``): what an install may upload."""
+        return (f"sha256:{self.sha256}",)
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,7 @@ def _converted(inspection: Inspection) -> Archive:
         conversion = to_bundle(inspection)
     except Refused as refusal:  # a uv bundle: read, never run
         return Archive(inspection.signature, None, refusal.code, refusal.reason)
-    return Archive(inspection.signature, parse_bundle_data(conversion.document))
+    return Archive(inspection.signature, parse_bundle_data(conversion.document), sha256=inspection.sha256)
 
 
 def accept(

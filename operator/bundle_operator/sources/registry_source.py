@@ -104,7 +104,7 @@ async def resolve_registry(
         f"registry {source.server} {first.version}",
         source=status,
         warnings=(choice.warning,) if choice.warning else (),
-        archives=(f"sha256:{choice.sha256}",),
+        archives=archive.provides,
     )
     _RESOLVED.put(_key(client.base, source.server, first.version, choice.sha256), resolved, _RESOLVED_WEIGHT)
     return resolved

@@ -176,13 +176,11 @@ async def _resolve_mcpb(
         assert source.sha256 is not None  # _check_mcpb
         archive = await archive_from_url(source.url, source.sha256, settings, "spec.source.mcpb.url")
         parsed, signature = accept(archive, policy, in_secret=False)
-        held = (f"sha256:{source.sha256}",)
-        return Resolved(parsed, signature, f"mcpb {shown_url(source.url)}", archives=held)
+        return Resolved(parsed, signature, f"mcpb {shown_url(source.url)}", archives=archive.provides)
     data, field, origin = await _archive_bytes(source, namespace, reader)
     archive = await archive_from_bytes(data, source.sha256, field)
     parsed, signature = accept(archive, policy, in_secret=source.secret_ref is not None)
-    held = ("sha256:" + hashlib.sha256(data).hexdigest(),)
-    return Resolved(parsed, signature, origin, archives=held)
+    return Resolved(parsed, signature, origin, archives=archive.provides)
 
 
 def _check_mcpb(source: McpbSource) -> None:
