@@ -9,6 +9,7 @@ The verdict is ``accepted``, ``not_runnable`` (a uv bundle: read, never run) or 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -197,8 +198,7 @@ def _read(snap: Snapshot, result: Inspection, limits: Limits) -> None:
     if manifest_entry.uncompressed_size > limits.max_manifest_bytes:
         raise Refused("manifest_too_large", f"manifest.json is larger than {limits.max_manifest_bytes} bytes")
     result.data_starts = data_ranges(f, entries, layout.cd_offset)
-    heads: dict[str, bytearray] = {}
-    manifest_bytes = _inflate_all(f, entries, result.data_starts, limits, heads)
+    manifest_bytes = _inflate_all(f, entries, result.data_starts, limits)
 
     manifest = parse_manifest(manifest_bytes)
     result.parsed_manifest = manifest
@@ -218,17 +218,17 @@ def _read(snap: Snapshot, result: Inspection, limits: Limits) -> None:
         env=launch.env,
         platforms=supported,
     )
-    _check_manifest_rules(manifest, launch, result, set(files), limits, heads)
+    _check_manifest_rules(manifest, launch, result, set(files), limits)
+    if result.verdict == "accepted" and manifest.server.type == "binary":
+        program = program_path(launch.command, result.platform, limits)
+        entry = files.get(program) if program is not None else None
+        if entry is not None:
+            head = _head_of(f, entry, result.data_starts[entry.local_offset], limits)
+            result.program_platform = executable_platform(head)
 
 
-def _inflate_all(
-    f: BinaryIO,
-    entries: list[Entry],
-    starts: dict[int, int],
-    limits: Limits,
-    heads: dict[str, bytearray] | None = None,
-) -> bytes:
-    """Inflate every file entry, keeping the manifest's bytes (and each file's first bytes in ``heads``).
+def _inflate_all(f: BinaryIO, entries: list[Entry], starts: dict[int, int], limits: Limits) -> bytes:
+    """Inflate every file entry, keeping only the manifest's bytes.
 
     Inflating is most of the work on compressible archives and the codec (ISA-L or zlib) lets go
     of the GIL, so big archives are split between a few threads. The refusal reported is the one
@@ -240,17 +240,7 @@ def _inflate_all(
     files = sorted((e for e in entries if not e.is_dir), key=lambda e: e.local_offset)
 
     def sink_for(entry: Entry) -> Callable[[bytes], None] | None:
-        if entry.name == MANIFEST_NAME:
-            return manifest.extend
-        if heads is None:
-            return None
-        head = heads.setdefault(entry.name, bytearray())
-
-        def keep_head(chunk: bytes) -> None:
-            if len(head) < HEAD_BYTES:
-                head.extend(chunk[: HEAD_BYTES - len(head)])
-
-        return keep_head
+        return manifest.extend if entry.name == MANIFEST_NAME else None
 
     workers = min(INFLATE_WORKERS, os.cpu_count() or 1)
     if workers < 2 or sum(e.compressed_size for e in files) < PARALLEL_FROM_BYTES:
@@ -291,6 +281,21 @@ def _inflate_all(
     return bytes(manifest)
 
 
+def _head_of(f: BinaryIO, entry: Entry, start: int, limits: Limits) -> bytes:
+    """The first bytes of one entry (a binary server's program), inflated no further than needed;
+    the whole pass before already checked every entry."""
+    head = bytearray()
+
+    def keep(chunk: bytes) -> None:
+        head.extend(chunk[: HEAD_BYTES - len(head)])
+
+    with contextlib.suppress(Stopped):
+        stream_entry(
+            RandomAccess(f), entry, start, UnpackCounter(limits), keep, lambda: len(head) >= HEAD_BYTES
+        )
+    return bytes(head)
+
+
 def _balanced(files: list[Entry], workers: int) -> list[list[Entry]]:
     """Split entries into ``workers`` batches of about equal compressed size, each in archive order."""
     batches: list[list[Entry]] = [[] for _ in range(workers)]
@@ -308,7 +313,6 @@ def _check_manifest_rules(
     result: Inspection,
     files: set[str],
     limits: Limits,
-    heads: dict[str, bytearray],
 ) -> None:
     compatibility = manifest.compatibility
     check_platform(compatibility.platforms if compatibility else None, result.platform)
@@ -329,8 +333,4 @@ def _check_manifest_rules(
         result.reason = "uv bundles install packages when they start; this one is read but not run"
         return
     check_launch(launch, result.platform, files, user_keys, limits)
-    if server.type == "binary":
-        program = program_path(launch.command, result.platform, limits)
-        if program is not None:
-            result.program_platform = executable_platform(bytes(heads.get(program, b"")))
     result.verdict, result.code, result.reason = "accepted", None, None
