@@ -43,7 +43,6 @@ from bundle_operator.mcpb.reader import Inspection
 from bundle_operator.mcpb.setup_fields import SetupField
 
 SCHEMA_VERSION = "0.1.0"
-RUNTIME_OF_SERVER_TYPE = {"node": "node", "python": "python", "binary": "binary"}
 
 
 @dataclass
@@ -116,7 +115,7 @@ def to_bundle(inspection: Inspection, *, root: str | None = None) -> Conversion:
     key = mcp_key(manifest.name)
     mcp: dict[str, Any] = {"key": key, "name": manifest.display_name or manifest.name, "type": "command"}
     if root is None:
-        mcp["runtime"] = RUNTIME_OF_SERVER_TYPE[manifest.server.type]
+        mcp["runtime"] = manifest.server.type  # node, python or binary: a uv bundle has no document
         artifact = {"digest": f"sha256:{inspection.sha256}", "entry": manifest.server.entry_point}
         if manifest.server.type == "binary":
             if inspection.program_platform is None:

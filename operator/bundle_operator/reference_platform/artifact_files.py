@@ -23,6 +23,7 @@ from bundle_operator.mcpb.reader import running_platform
 from bundle_operator.platform import kinds
 from bundle_operator.platform.conventions import WORKSPACE_PATTERN
 from bundle_operator.platform.models import ARTIFACT_MEDIA_TYPE
+from bundle_operator.platform.models.artifacts import DIGEST_PATTERN
 from bundle_operator.reference_platform.storage import Row, Tx
 
 log = logging.getLogger("bundle_operator.reference_platform")
@@ -30,7 +31,7 @@ log = logging.getLogger("bundle_operator.reference_platform")
 # The store's kind for artifact rows; the digest is the row's name, unique per workspace.
 ARTIFACTS = "artifacts"
 ID_PREFIX = "art"
-DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+DIGEST = re.compile(DIGEST_PATTERN)
 # Uploads in progress are written here, on the same disk as the folders they become.
 UPLOADS = ".uploads"
 # An extracted folder's name: the digest's hex and a random suffix (see extract_upload).

@@ -192,14 +192,13 @@ def _program(spec: LaunchSpec, folder: Path, home: Path) -> str:
     return str(real)
 
 
-def resolve(spec: LaunchSpec, homes: Path) -> Launch:
-    """The launch of ``spec``, after checking its extracted tree is exactly as extracted.
+def check_unchanged(spec: LaunchSpec) -> None:
+    """Refuse (``tree_changed``) when the extracted tree differs from the one extracted.
 
     Blocking (it hashes the whole tree): run it in a thread.
     """
-    folder = spec.artifact.folder
     try:
-        check_tree(folder, spec.artifact.tree_digest)
+        check_tree(spec.artifact.folder, spec.artifact.tree_digest)
     except Refused:
         # The reason names the folder; a gateway client must not learn the platform's disk layout.
         raise LaunchRefused(
@@ -208,6 +207,15 @@ def resolve(spec: LaunchSpec, homes: Path) -> Launch:
         ) from None
     except OSError as exc:
         raise LaunchRefused("tree_changed", f"the extracted bundle cannot be read ({exc.strerror})") from None
+
+
+def resolve(spec: LaunchSpec, homes: Path) -> Launch:
+    """The launch of ``spec``, after checking its extracted tree is exactly as extracted.
+
+    Blocking (it hashes the whole tree): run it in a thread.
+    """
+    check_unchanged(spec)
+    folder = spec.artifact.folder
     home = private_home(homes, spec.instance_id)
     command = _program(spec, folder, home)
     env = {**get_default_environment(), "HOME": str(home)}

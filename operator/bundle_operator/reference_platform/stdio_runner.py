@@ -34,6 +34,7 @@ from bundle_operator.reference_platform.stdio_launch import (
     Launch,
     LaunchRefused,
     LaunchSpec,
+    check_unchanged,
     launch_spec,
     resolve,
 )
@@ -443,10 +444,8 @@ class StdioRunner:
                 if held is None or not held.alive or spec is None:
                     continue
                 try:
-                    await asyncio.to_thread(resolve, spec, self.homes)
+                    await asyncio.to_thread(check_unchanged, spec)
                 except LaunchRefused as refused:
-                    if refused.code != "tree_changed":
-                        continue
                     async with slot.lock:
                         if slot.held is held:
                             await self._stop(slot, "stopped: its tree changed")
