@@ -62,6 +62,19 @@ def unavailable(state: str, message: str) -> MCPError:
     return MCPError(code=types.INTERNAL_ERROR, message=message, data={UNAVAILABLE: message, STATE: state})
 
 
+def _every(capability: str, method: str, attr: str) -> Callable[[Client], Awaitable[list[Any]]]:
+    """Every item of one of the process's lists, page after page; none when its server does not
+    declare the ``capability`` the list belongs to."""
+
+    async def fetch(client: Client) -> list[Any]:
+        if getattr(client.server_capabilities, capability) is None:
+            return []
+        listing = getattr(client, method)
+        return await _pages(lambda cursor: listing(cursor=cursor), attr)
+
+    return fetch
+
+
 async def _pages(fetch: Callable[[str | None], Awaitable[Any]], attr: str) -> list[Any]:
     items: list[Any] = []
     cursor: str | None = None
@@ -155,28 +168,28 @@ class InstanceBridge:
     # --- forwarding --------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _client(self, ctx: ServerRequestContext[Any, Any] | None = None) -> AsyncIterator[Client]:
-        """The process's session for one request; a process that cannot serve is a marked error."""
-        if ctx is not None:
-            self.serving[id(ctx)] = ctx
+    async def _marked(self) -> AsyncIterator[None]:
+        """Failures reaching the process as the gateway reads them: one that cannot serve marked."""
         try:
-            async with self.runner.using(self.workspace, self.instance_id) as client:
-                yield client
+            yield
         except InstanceUnavailable as exc:
             raise unavailable(exc.state, str(exc)) from None
         except Exception as exc:
             raise self._broken(exc) from None
+
+    @contextlib.asynccontextmanager
+    async def _client(self, ctx: ServerRequestContext[Any, Any]) -> AsyncIterator[Client]:
+        """The process's session for one request (its log messages go to the request meanwhile)."""
+        self.serving[id(ctx)] = ctx
+        try:
+            async with self._marked(), self.runner.using(self.workspace, self.instance_id) as client:
+                yield client
         finally:
-            if ctx is not None:
-                self.serving.pop(id(ctx), None)
+            self.serving.pop(id(ctx), None)
 
     async def _listed(self, what: str, fetch: Callable[[Client], Awaitable[list[Any]]]) -> list[Any]:
-        try:
+        async with self._marked():
             listed: list[Any] = await self.runner.listing(self.workspace, self.instance_id, what, fetch)
-        except InstanceUnavailable as exc:
-            raise unavailable(exc.state, str(exc)) from None
-        except Exception as exc:
-            raise self._broken(exc) from None
         return listed
 
     def _broken(self, exc: Exception) -> Exception:
@@ -191,43 +204,30 @@ class InstanceBridge:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        async def fetch(client: Client) -> list[Any]:
-            if client.server_capabilities.tools is None:
-                return []
-            return await _pages(lambda cursor: client.list_tools(cursor=cursor), "tools")
-
-        return types.ListToolsResult(tools=await self._listed("tools", fetch))
+        return types.ListToolsResult(
+            tools=await self._listed("tools", _every("tools", "list_tools", "tools"))
+        )
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        async def fetch(client: Client) -> list[Any]:
-            if client.server_capabilities.prompts is None:
-                return []
-            return await _pages(lambda cursor: client.list_prompts(cursor=cursor), "prompts")
-
+        fetch = _every("prompts", "list_prompts", "prompts")
         return types.ListPromptsResult(prompts=await self._listed("prompts", fetch))
 
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        async def fetch(client: Client) -> list[Any]:
-            if client.server_capabilities.resources is None:
-                return []
-            return await _pages(lambda cursor: client.list_resources(cursor=cursor), "resources")
-
+        fetch = _every("resources", "list_resources", "resources")
         return types.ListResourcesResult(resources=await self._listed("resources", fetch))
 
     async def _list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
+        every = _every("resources", "list_resource_templates", "resource_templates")
+
         async def fetch(client: Client) -> list[Any]:
-            if client.server_capabilities.resources is None:
-                return []
             try:
-                return await _pages(
-                    lambda cursor: client.list_resource_templates(cursor=cursor), "resource_templates"
-                )
+                return await every(client)
             except MCPError as exc:
                 if exc.code != types.METHOD_NOT_FOUND:
                     raise
