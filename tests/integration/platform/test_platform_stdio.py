@@ -343,12 +343,7 @@ async def test_a_server_that_cannot_start_is_failed_with_its_reason(
     served = await serve(api, stdio_platform, tmp_path, crash_on_start=True)
     failed = await state_is(api, served, "failed", 20)
     assert failed.health is not None and "did not start" in failed.health.message
-
-    async def unhealthy() -> bool:
-        shown = await member(api, served)
-        return not shown.healthy and "did not start" in shown.message
-
-    await eventually(unhealthy, 10, "the member unhealthy with the reason")
+    await member_says(api, served, "did not start")
     assert processes_under(served.folder) == []
 
 
