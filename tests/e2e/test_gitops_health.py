@@ -25,7 +25,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTH_LUA = ROOT / "gitops" / "argocd-health.lua"
-GITOPS_DOC = ROOT / "docs" / "gitops.md"
+GITOPS_DOC = ROOT / "docs" / "how-to" / "gitops.md"
 KINDS = ("Bundle", "BundleInstallation", "Endpoint")
 
 DOCUMENT: dict[str, Any] = bundle_document(

@@ -32,7 +32,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 LOCK = ROOT / "requirements.lock"
 PYPROJECT = ROOT / "pyproject.toml"
-DOCS = ROOT / "docs" / "image.md"
+DOCS = ROOT / "docs" / "how-to" / "image.md"
 IMAGE_MK = ROOT / "mk" / "image.mk"
 
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
