@@ -613,8 +613,7 @@ REASONS: tuple[ReasonRemedy, ...] = (
         "stalled",
         ("Bundle",),
         "The document has blocking issues; `status.issues` lists each with its code and path.",
-        "Fix the document (see [Issue codes](issue-codes.md)); `bundlectl analyze` shows the same "
-        "issues locally.",
+        "Fix the document (see Issue codes); `bundlectl analyze` shows the same issues locally.",
     ),
     ReasonRemedy(
         "InvalidSource",
@@ -883,7 +882,7 @@ REASONS: tuple[ReasonRemedy, ...] = (
         ("BundleInstallation",),
         "Analyze against the platform found blocking issues; nothing was written. "
         "`status.preview.issues` lists them.",
-        "Fix what the issues say (see [Issue codes](issue-codes.md)); `bundlectl plan` shows the same.",
+        "Fix what the issues say (see Issue codes); `bundlectl plan` shows the same.",
     ),
     ReasonRemedy(
         "Conflict",

@@ -302,3 +302,20 @@ def test_the_cli_page_names_every_exit_code() -> None:
     for name, value in vars(exit_codes).items():
         if name.startswith("EXIT_"):
             assert f"`{name}`" in text and f"| {value} |" in text
+
+
+# --- troubleshooting -------------------------------------------------------------------------
+
+
+def test_troubleshooting_has_a_section_for_every_troubled_reason_and_a_link_for_every_code() -> None:
+    text = page("troubleshooting.md")
+    troubled = [r for r in REASONS if r.state not in {"ready", "condition"}]
+    troubled += [r for r in REASONS if (r.condition, r.reason) == ("Degraded", "MemberUnavailable")]
+    lacking = [
+        f"{r.condition}/{r.reason}"
+        for r in troubled
+        if f"{{#{r.condition.lower()}-{r.reason.lower()}}}" not in text
+    ]
+    assert not lacking, f"docs/troubleshooting.md has no section for: {lacking}"
+    unlinked = [c.value for c in Code if f"(reference/issue-codes.md#code-{c.value})" not in text]
+    assert not unlinked, f"docs/troubleshooting.md does not link: {unlinked}"
