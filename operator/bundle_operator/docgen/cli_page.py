@@ -124,13 +124,27 @@ def _row(action: argparse.Action) -> str:
         name = ", ".join(f"{o}{metavar}" for o in action.option_strings)
     else:
         name = _metavar(action)
-    help_ = action.help or ""
+    help_ = expanded_help(action)
     env = _ENV.search(help_)
-    choices = ", ".join(code(str(c)) for c in action.choices) if action.choices else ""
+    choices = _choices(action)
     return (
         f"| {code(name)} | {cell(help_)} | {_default(action, env is not None)} | {choices} | "
         f"{code('$' + env.group(1)) if env else ''} |"
     )
+
+
+def expanded_help(action: argparse.Action) -> str:
+    """The help as ``--help`` prints it, with ``%(default)s`` and the like filled in."""
+    return argparse.HelpFormatter("bundlectl")._expand_help(action) if action.help else ""
+
+
+def _choices(action: argparse.Action) -> str:
+    choices = action.choices
+    if not choices:
+        return ""
+    if isinstance(choices, range):  # thirty numbers say less than their bounds
+        return f"{code(str(choices[0]))} to {code(str(choices[-1]))}"
+    return ", ".join(code(str(c)) for c in choices)
 
 
 def _metavar(action: argparse.Action) -> str:

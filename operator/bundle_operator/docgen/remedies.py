@@ -235,7 +235,8 @@ ISSUES: dict[Code, IssueRemedy] = {
         "Give the bundle's entity another name, or rename or delete the other one.",
     ),
     Code.INSTALL_FAILED: _b(
-        "`bundlectl install` failed part way; what the run created was rolled back.",
+        "`bundlectl install` failed part way; what the run created is rolled back (the message "
+        "names anything that could not be deleted).",
         "Read the message for the platform's answer, fix the cause and run the install again.",
     ),
     Code.INSTALL_REFUSED: _b(
