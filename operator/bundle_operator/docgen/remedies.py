@@ -43,8 +43,8 @@ ISSUES: dict[Code, IssueRemedy] = {
         "can check the document against.",
     ),
     Code.DOCUMENT_TOO_LARGE: _b(
-        "The document is larger than the operator reads.",
-        "Make the document smaller: move large texts (skill bodies, app documents) out of it.",
+        "The document is larger than 5 MiB, the most the operator reads.",
+        "Make the document smaller: move large skills to a GitHub source.",
     ),
     Code.UNKNOWN_FIELD: _b(
         "The document has a field its schema version does not define (often a typo).",
@@ -60,7 +60,8 @@ ISSUES: dict[Code, IssueRemedy] = {
     ),
     # --- names and keys ---
     Code.INVALID_NAME: _b(
-        "A name (the bundle's, an MCP's environment variable or header, a setup field's) breaks its pattern.",
+        "A name (the bundle's `name`, an entity's display name, an MCP's environment variable or "
+        "header name) breaks its pattern.",
         "Rename it as the message says (for the bundle: 1 to 63 letters, digits, `.`, `_` or `-`).",
     ),
     Code.INVALID_VERSION: _b("`version` is not a semantic version.", "Write it as `1.4.0`."),
@@ -864,17 +865,20 @@ REASONS: tuple[ReasonRemedy, ...] = (
         "Stalled",
         "stalled",
         ("BundleInstallation",),
-        "The Secret that holds what the installation wrote cannot be read as a record.",
-        "Restore the state Secret from a backup, or delete and recreate the installation (its "
-        "entities are then reused or reported by name).",
+        "The Secret that keeps what the installation wrote (`<name>-bundle-state`) cannot be used: "
+        "it belongs to something else, holds no record, or records another workspace than "
+        "`spec.workspace`.",
+        "Follow the message: rename or delete a Secret of that name that is not the installation's; "
+        "for another workspace, set `spec.workspace` back.",
     ),
     ReasonRemedy(
         "RecordTooLarge",
         "Stalled",
         "stalled",
         ("BundleInstallation",),
-        "The record of the installation would outgrow its state Secret; nothing was written.",
-        "Split the bundle into smaller ones.",
+        "What the bundle writes would not fit in the installation's state Secret (700 KiB "
+        "compressed); nothing was written.",
+        "Split the bundle, or move large skills to a GitHub source.",
     ),
     ReasonRemedy(
         "Blocked",
