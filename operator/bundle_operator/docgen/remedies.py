@@ -622,7 +622,9 @@ REASONS: tuple[ReasonRemedy, ...] = (
         "Stalled",
         "stalled",
         ("Bundle",),
-        "The source cannot be used as written (more or fewer than one kind of source, a bad URL).",
+        "The source cannot be used as written: not exactly one kind of source, an mcpb url without "
+        "its sha256, a sha256 that is not 64 hex digits, a value that is not valid base64, a bad "
+        "registry URL.",
         "Correct `spec.source`.",
     ),
     ReasonRemedy(
