@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +40,7 @@ class Block:
     scene: str  # a name of SCENES, "tested-by tests/....py", or what an unknown comment said
     scene_given: bool
     body: tuple[str, ...]
+    end: int = 0  # the closing fence's line (past the page's last line when it is not closed)
 
     @property
     def where(self) -> str:
@@ -94,7 +95,7 @@ def fenced_blocks(text: str, page: str) -> list[Block]:
                 break
             end += 1
         body = tuple(_dedent(line, indent) for line in lines[i + 1 : end])
-        blocks.append(Block(page, i + 1, lang, scene, scene_match is not None, body))
+        blocks.append(Block(page, i + 1, lang, scene, scene_match is not None, body, end + 1))
         i = end + 1
     return blocks
 
@@ -102,6 +103,18 @@ def fenced_blocks(text: str, page: str) -> list[Block]:
 def _mentions(test_text: str, page_path: str) -> bool:
     """The test names the page, as a string or as a path joined with ``/`` (``"docs" / "x.md"``)."""
     return page_path in _JOIN.sub("/", test_text)
+
+
+def loose_scene_comments(text: str, page: str, blocks: Sequence[Block]) -> list[Problem]:
+    """Scene comments outside blocks that are not on the line right before a fence: they choose
+    nothing, and the block the writer meant would run offline."""
+    inside = {n for block in blocks for n in range(block.line, block.end + 1)}
+    placed = {block.line - 1 for block in blocks if block.scene_given}
+    return [
+        Problem(page, n, "a scene comment goes on the line right before the opening fence of its block")
+        for n, line in enumerate(text.splitlines(), start=1)
+        if _SCENE.fullmatch(line) and n not in inside and n not in placed
+    ]
 
 
 def problems(block: Block, root: Path, docs_dir: str = "docs") -> Iterator[Problem]:
@@ -165,6 +178,15 @@ class Page:
 
     name: str
     blocks: tuple[Block, ...]
+    loose: tuple[Problem, ...] = ()  # scene comments that choose no block
+
+    def problems(self, root: Path, docs_dir: str) -> list[str]:
+        """Everything on the page that breaks the convention, as ``page:line: why``, in page order."""
+        found = [
+            *self.loose,
+            *(problem for block in self.blocks for problem in problems(block, root, docs_dir)),
+        ]
+        return [str(problem) for problem in sorted(found, key=lambda problem: problem.line)]
 
     def runnable(self, scene: str) -> list[Block]:
         """The sh and console blocks that run in ``scene``, in page order."""
@@ -177,10 +199,16 @@ class Page:
         return [scene for scene in SCENES if scene in used]
 
 
+def page_of(name: str, text: str) -> Page:
+    """A page from its text; ``name`` is its path under its folder."""
+    blocks = fenced_blocks(text, name)
+    return Page(name, tuple(blocks), tuple(loose_scene_comments(text, name, blocks)))
+
+
 def read_pages(docs: Path) -> list[Page]:
     """Every page under ``docs``, sorted by path."""
     pages = []
     for path in sorted(docs.rglob("*.md")):
         name = path.relative_to(docs).as_posix()
-        pages.append(Page(name, tuple(fenced_blocks(path.read_text(), name))))
+        pages.append(page_of(name, path.read_text()))
     return pages

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.blocks import Page, fenced_blocks, problems, read_pages
+from tests.docs.blocks import Page, page_of, read_pages
 from tests.docs.cases import by_page, by_page_and_scene
 from tests.docs.runner import run_blocks
 from tests.docs.scenes import ROOT, OpenScene
@@ -16,10 +16,6 @@ from tests.docs.scenes import ROOT, OpenScene
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURES_DIR = FIXTURES.relative_to(ROOT).as_posix()
 PAGES = read_pages(FIXTURES)
-
-
-def _page(name: str, text: str) -> Page:
-    return Page(name, tuple(fenced_blocks(text, name)))
 
 
 def test_the_fixture_pages_use_every_scene_and_both_kinds() -> None:
@@ -31,7 +27,7 @@ def test_the_fixture_pages_use_every_scene_and_both_kinds() -> None:
 
 @pytest.mark.parametrize("page", by_page(PAGES))
 def test_fixture_page_follows_the_command_convention(page: Page) -> None:
-    found = [str(problem) for block in page.blocks for problem in problems(block, ROOT, FIXTURES_DIR)]
+    found = page.problems(ROOT, FIXTURES_DIR)
     assert not found, "\n".join(found)
 
 
@@ -45,7 +41,7 @@ def test_the_tested_by_block_runs_here(open_scene: OpenScene) -> None:
     """tests/docs/fixtures/tested-by.md names this test for its block: it runs the same lines."""
     page = next(page for page in PAGES if page.name == "tested-by.md")
     (block,) = [block for block in page.blocks if block.tested_by]
-    offline_copy = _page(page.name, "```sh\n" + "\n".join(block.body) + "\n```\n")
+    offline_copy = page_of(page.name, "```sh\n" + "\n".join(block.body) + "\n```\n")
     assert run_blocks(offline_copy.runnable("offline"), open_scene("offline", page.name)) is None
 
 
@@ -53,7 +49,7 @@ def test_a_changed_output_line_fails_naming_its_page_line(open_scene: OpenScene)
     text = (FIXTURES / "offline.md").read_text()
     changed = text.replace("examples/building-office.yaml in acme", "examples/building-office.yaml in globex")
     assert changed != text
-    page = _page("offline.md", changed)
+    page = page_of("offline.md", changed)
     shown_at = changed.splitlines().index("examples/building-office.yaml in globex") + 1
     failure = run_blocks(page.runnable("offline"), open_scene("offline", page.name))
     assert failure is not None
@@ -63,7 +59,7 @@ def test_a_changed_output_line_fails_naming_its_page_line(open_scene: OpenScene)
 
 
 def test_a_failing_command_fails_naming_its_page_line(open_scene: OpenScene) -> None:
-    page = _page(
+    page = page_of(
         "broken.md", "# Broken\n\n```sh\ntrue\nbundlectl analyze examples/no-such.yaml\necho never\n```\n"
     )
     failure = run_blocks(page.runnable("offline"), open_scene("offline", page.name))
@@ -74,7 +70,7 @@ def test_a_failing_command_fails_naming_its_page_line(open_scene: OpenScene) -> 
 
 
 def test_a_hanging_block_is_stopped_at_its_timeout(open_scene: OpenScene) -> None:
-    page = _page("slow.md", "```console\n$ sleep 30\n```\n")
+    page = page_of("slow.md", "```console\n$ sleep 30\n```\n")
     failure = run_blocks(page.runnable("offline"), open_scene("offline", page.name), block_timeout=1.0)
     assert failure is not None
     assert "slow.md:2: timed out" in failure
@@ -82,7 +78,7 @@ def test_a_hanging_block_is_stopped_at_its_timeout(open_scene: OpenScene) -> Non
 
 def test_a_checkout_block_that_writes_outside_tmp_fails(open_scene: OpenScene) -> None:
     stray = ROOT / "docs-runner-stray.txt"
-    page = _page("stray.md", f"<!-- scene: checkout -->\n```sh\necho x > {stray.name}\n```\n")
+    page = page_of("stray.md", f"<!-- scene: checkout -->\n```sh\necho x > {stray.name}\n```\n")
     try:
         failure = run_blocks(page.runnable("checkout"), open_scene("checkout", page.name))
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.docs.blocks import Page, problems, read_pages
+from tests.docs.blocks import Page, read_pages
 from tests.docs.cases import by_page, by_page_and_scene
 from tests.docs.runner import run_blocks
 from tests.docs.scenes import ROOT, OpenScene
@@ -14,7 +14,7 @@ PAGES = read_pages(ROOT / "docs")
 
 @pytest.mark.parametrize("page", by_page(PAGES))
 def test_page_follows_the_command_convention(page: Page) -> None:
-    found = [str(problem) for block in page.blocks for problem in problems(block, ROOT, "docs")]
+    found = page.problems(ROOT, "docs")
     assert not found, "\n".join(found)
 
 

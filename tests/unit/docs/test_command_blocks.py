@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.docs.blocks import commands, fenced_blocks, problems
+from tests.docs.blocks import commands, fenced_blocks, page_of, problems
 from tests.docs.matcher import line_matches, mismatch, report
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -153,3 +153,10 @@ def test_the_report_names_the_page_line_and_shows_a_diff() -> None:
     assert "  page shows: a       1.0.0\n  printed:    a       2.0.0" in text
     assert "-a       1.0.0\n+a       2.0.0" in text
     assert report("how-to/x.md:10", "true", ["..."], 11, []) is None
+
+
+def test_a_scene_comment_away_from_its_fence_is_refused() -> None:
+    text = "# T\n\n<!-- scene: platform -->\n\n```sh\ntrue\n```\n\n````md\n<!-- scene: cluster -->\n````\n"
+    assert page_of("how-to/x.md", text).problems(ROOT, "docs") == [
+        "how-to/x.md:3: a scene comment goes on the line right before the opening fence of its block"
+    ]
