@@ -5,6 +5,7 @@ namespace, platform and operator."""
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -30,7 +31,7 @@ def docs_github() -> Iterator[GitHubStub]:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:30].strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:28].strip("-")
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ def open_scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
             request.getfixturevalue("crds")
             admin: Kubectl = request.getfixturevalue("kubectl")
             # e2e-solo-*: the e2e session's operator, when one runs, leaves it to this page's own.
-            namespace = f"e2e-solo-docs-{_slug(page)}"
+            namespace = f"e2e-solo-docs-{_slug(page)}-{secrets.token_hex(2)}"
             admin.run("create", "namespace", namespace)
             stack.callback(admin.run, "delete", "namespace", namespace, "--wait=false", check=False)
             kubeconfig = tmp_path / "kubeconfig"
