@@ -18,7 +18,7 @@ from tests.docs import scenes
 from tests.docs.scenes import OpenScene, Scene
 
 # The e2e tests' own control plane and CRDs (they fail with the `make envtest` hint, never skip).
-from tests.e2e.conftest import GITHUB_FILES, crds, devcluster, kubectl  # noqa: F401
+from tests.e2e.conftest import GITHUB_FILES
 from tests.e2e.operator_harness import solo_operator
 from tests.integration.platform.platform_harness import TOKEN, GitHubStub, github_stub, start_platform
 
