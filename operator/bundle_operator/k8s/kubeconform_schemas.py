@@ -59,10 +59,10 @@ def kind_schema(crd: Schema, version: Schema) -> Schema:
     """The standalone schema of one served version of a CRD, apiVersion and kind pinned."""
     spec = crd["spec"]
     schema = _strict(version["schema"]["openAPIV3Schema"])
-    properties = schema["properties"]
+    properties = schema.setdefault("properties", {})
     # A file that names another apiVersion or kind is not this resource: say so in the editor too.
-    properties["apiVersion"]["enum"] = [f"{spec['group']}/{version['name']}"]
-    properties["kind"]["enum"] = [spec["names"]["kind"]]
+    properties.setdefault("apiVersion", {"type": "string"})["enum"] = [f"{spec['group']}/{version['name']}"]
+    properties.setdefault("kind", {"type": "string"})["enum"] = [spec["names"]["kind"]]
     schema["required"] = ["apiVersion", "kind", *schema.get("required", [])]
     return {"$comment": COMMENT, **schema}
 

@@ -161,3 +161,30 @@ def test_free_form_fields_of_the_crds_stay_free_in_their_schemas() -> None:
     assert validator.is_valid({**bundle, "spec": {"source": {"inline": {**inline, "apps": [app]}}}})
     # The document's own fields are strict, inline as in a file.
     assert not validator.is_valid({**bundle, "spec": {"source": {"inline": {**inline, "mcpz": []}}}})
+
+
+def test_kubernetes_extensions_become_what_they_mean_in_json_schema() -> None:
+    node = {
+        "type": "object",
+        "properties": {
+            "port": {"x-kubernetes-int-or-string": True},
+            "note": {"type": "string", "nullable": True},
+            "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+            "extra": {
+                "type": "object",
+                "properties": {"known": {"type": "string"}},
+                "x-kubernetes-preserve-unknown-fields": True,
+            },
+        },
+        "x-kubernetes-validations": [{"rule": "self.port != 0", "message": "CEL is the apiserver's"}],
+    }
+    crd = {"spec": {"group": "example.dev", "names": {"kind": "Demo"}}}
+    schema = kubeconform_schemas.kind_schema(crd, {"name": "v1", "schema": {"openAPIV3Schema": node}})
+    assert "x-kubernetes" not in json.dumps(schema)
+    validator = Draft4Validator(schema)
+    base = {"apiVersion": "example.dev/v1", "kind": "Demo"}
+    for good in ({"port": 8080}, {"port": "http"}, {"note": None}, {"extra": {"known": "a", "more": 1}}):
+        assert validator.is_valid({**base, **good}), good
+    for bad in ({"port": 1.5}, {"tags": ["a", "a"]}, {"extra": {"known": 1}}, {"other": 1}):
+        assert not validator.is_valid({**base, **bad}), bad
+    assert not validator.is_valid({**base, "apiVersion": "example.dev/v2"})
