@@ -199,6 +199,17 @@ def test_events_are_posted_only_with_reasons_of_the_table() -> None:
     assert not inline, f"an Event reason spelled inline instead of from k8s/event_reasons.py: {inline}"
 
 
+def test_event_reasons_are_made_only_in_the_table() -> None:
+    elsewhere = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}"
+        for path, tree in modules(".")
+        if path.name != "event_reasons.py"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and callee(node) == "EventReason"
+    ]
+    assert not elsewhere, f"an EventReason made outside k8s/event_reasons.py (so not in ALL): {elsewhere}"
+
+
 def test_every_event_reason_is_on_the_events_page() -> None:
     text = page("reference/events.md")
     unlisted = [e.reason for e in EVENT_REASONS if f'id="{e.kind.lower()}-{e.reason.lower()}"' not in text]
