@@ -149,8 +149,11 @@ ISSUES: dict[Code, IssueRemedy] = {
     ),
     # --- MCPs and archives ---
     Code.UNSUPPORTED_RUNTIME: _w(
-        "An MCP's runtime is one the platform does not run; the MCP is skipped.",
-        "Install where the runtime is offered, or accept that the MCP (and what needs it) is left out.",
+        "A command MCP cannot run on the platform: its command is a local path, not an allowed "
+        "runtime, or refers to the plugin root (which exists only inside a plugin). The MCP is "
+        "skipped, and what uses it is created without it.",
+        "Run the server with an allowed runtime (the message lists them), or package it as an "
+        "`.mcpb` archive; otherwise accept that it is left out.",
     ),
     Code.INVALID_ARTIFACT: _b(
         "An MCP's `artifact`, `runtime`, `command` or entry do not fit together (a runtime without "
