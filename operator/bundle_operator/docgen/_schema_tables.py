@@ -201,15 +201,16 @@ class _Walker:
         found = _own_rules(node)
         items = node.get("items")
         if node.get("type") == "array" and isinstance(items, Mapping):
-            inner, _, _ = self.unwrap(items)
-            if not inner.get("properties"):
-                found += [f"Each item: {_lower_first(rule)}" for rule in self.rules(inner)]
+            found += [f"Each item: {_lower_first(rule)}" for rule in self._inner_rules(items)]
         values = node.get("additionalProperties")
         if isinstance(values, Mapping) and not node.get("properties"):
-            inner, _, _ = self.unwrap(values)
-            if not inner.get("properties"):
-                found += [f"Each value: {_lower_first(rule)}" for rule in self.rules(inner)]
+            found += [f"Each value: {_lower_first(rule)}" for rule in self._inner_rules(values)]
         return found
+
+    def _inner_rules(self, schema: Schema) -> list[str]:
+        """An item's or a map value's rules; an object's own only, its fields have rows of their own."""
+        inner, _, _ = self.unwrap(schema)
+        return _own_rules(inner) if inner.get("properties") else self.rules(inner)
 
 
 def _typed(alt: Schema) -> bool:
@@ -285,7 +286,7 @@ def _own_rules(node: Schema) -> list[str]:
     elif node.get("x-kubernetes-list-type") == "set":
         found.append("Items are unique.")
     for rule in node.get("x-kubernetes-validations") or ():
-        found.append(f"Rule: {escape(str(rule.get('message') or rule['rule']))}.")
+        found.append(f"{escape(str(rule.get('message') or rule['rule']))} (checked by the API server).")
     for key, word in (("oneOf", "Exactly one"), ("anyOf", "At least one")):
         alternatives = node.get(key)
         if isinstance(alternatives, list) and alternatives and not any(map(_typed, alternatives)):

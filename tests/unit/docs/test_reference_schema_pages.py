@@ -86,7 +86,10 @@ def test_every_spec_and_status_field_of_the_crd_is_on_its_page(page: str) -> Non
             assert f"`{value}`" in line, f"{path}: enum value {value} missing"
         if "pattern" in schema:
             assert f"`{schema['pattern']}`" in line, f"{path}: pattern missing"
-        for rule in schema.get("x-kubernetes-validations", []):
+        rules = schema.get("x-kubernetes-validations", []) + schema.get("items", {}).get(
+            "x-kubernetes-validations", []
+        )
+        for rule in rules:
             assert rule["message"].replace("_", "\\_") in text, f"{path}: rule message missing"
 
 
@@ -212,3 +215,29 @@ def test_a_description_shows_as_written_inside_its_table_cell() -> None:
         "Values may use ${setup.&lt;key&gt;}; a|b, *stars* and {braces} stay text."
         "<br>Each value: matches <code>^(a|b)$</code>."
     )
+
+
+def test_unions_and_bounds_read_as_sentences() -> None:
+    schema = {
+        "type": "object",
+        "required": ["setup"],
+        "properties": {
+            "setup": {
+                "type": "array",
+                "maxItems": 200,
+                "items": {
+                    "type": "object",
+                    "oneOf": [{"required": ["value"]}, {"required": ["secretKeyRef"]}],
+                    "properties": {"value": {"type": "string"}, "secretKeyRef": {"$ref": "#/$defs/Ref"}},
+                },
+            },
+            "port": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 65535}, {"type": "null"}]},
+        },
+        "$defs": {"Ref": {"type": "object", "properties": {"name": {"type": "string", "minLength": 1}}}},
+    }
+    text = render_fields(schema, schema["$defs"], path="spec")
+    setup = "At most 200 items.<br>Each item: exactly one of `value`, `secretKeyRef`."
+    assert f"| [`setup`](#spec-setup) | array of object (required) | {setup} |" in text
+    assert "- Each item: exactly one of `value`, `secretKeyRef`." in text
+    assert "| `port`{#spec-port} | integer or null | At least 1 and at most 65535. |" in text
+    assert "| `name`{#spec-setup-secretkeyref-name} | string | At least 1 character. |" in text
