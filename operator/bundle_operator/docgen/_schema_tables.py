@@ -104,18 +104,55 @@ class _Walker:
         return {**target, **own}, name
 
     def unwrap(self, schema: Schema) -> tuple[Schema, str | None, bool]:
-        """The schema with its $ref and an ``X or null`` union opened: (schema, ref name, nullable)."""
+        """The schema with its $ref and its union opened: (schema, ref name, nullable).
+
+        ``X or null`` is X, nullable; a union of objects is one object with every variant's fields.
+        """
         schema, name = self.resolve(schema)
         for key in ("anyOf", "oneOf"):
             alternatives = schema.get(key)
             if not isinstance(alternatives, list):
                 continue
             present = [alt for alt in alternatives if alt.get("type") != "null"]
-            if len(present) == 1 and len(present) < len(alternatives):
-                own = {k: v for k, v in schema.items() if k != key}
+            nullable = len(present) < len(alternatives)
+            own = {k: v for k, v in schema.items() if k not in (key, "discriminator")}
+            if len(present) == 1 and nullable:
                 inner, inner_name = self.resolve(present[0])
                 return {**inner, **own}, inner_name or name, True
+            merged = self._merged(present, (schema.get("discriminator") or {}).get("propertyName"))
+            if merged is not None:
+                return {**merged, **own}, name, nullable
         return schema, name, False
+
+    def _merged(self, alternatives: Sequence[Schema], key: str | None) -> Schema | None:
+        """Variants of an object (a discriminated union) as one object; None when they are not all objects.
+
+        A field only some variants have says which (``x-only-with``); the discriminator lists every tag.
+        """
+        if len(alternatives) < 2 or any(
+            self.link("", alt.get("$ref", "").rsplit("/", 1)[-1] or None) for alt in alternatives
+        ):
+            return None
+        variants = [self.resolve(alt)[0] for alt in alternatives]
+        if not all(isinstance(variant.get("properties"), Mapping) for variant in variants):
+            return None
+        tags = [_tags(variant, key) for variant in variants]
+        every = [tag for found in tags for tag in found]
+        properties: dict[str, Schema] = {}
+        owners: dict[str, list[object]] = {}
+        required: dict[str, bool] = {}
+        for variant, found in zip(variants, tags, strict=True):
+            for name, prop in variant["properties"].items():
+                properties.setdefault(name, prop)
+                owners.setdefault(name, []).extend(found)
+                required[name] = required.get(name, True) and name in variant.get("required", ())
+        if key is not None and key in properties and every:
+            tag = {k: v for k, v in properties[key].items() if k not in ("const", "enum")}
+            properties[key] = {**tag, "enum": every}
+        for name, found in owners.items():
+            if key is not None and name != key and every and found != every:
+                properties[name] = {**properties[name], "x-only-with": (key, found)}
+        return {"type": "object", "properties": properties, "required": [n for n, r in required.items() if r]}
 
     def link(self, path: str, name: str | None) -> str | None:
         if self.linker is None:
@@ -213,6 +250,16 @@ class _Walker:
         return _own_rules(inner) if inner.get("properties") else self.rules(inner)
 
 
+def _tags(variant: Schema, key: str | None) -> list[object]:
+    """The discriminator values that choose this variant (its ``const`` or ``enum``)."""
+    if key is None:
+        return []
+    prop = (variant.get("properties") or {}).get(key) or {}
+    if "const" in prop:
+        return [prop["const"]]
+    return list(prop.get("enum") or [])
+
+
 def _typed(alt: Schema) -> bool:
     return any(key in alt for key in ("type", "$ref", "enum", "const", "anyOf", "oneOf"))
 
@@ -293,6 +340,10 @@ def _own_rules(node: Schema) -> list[str]:
             names_ = [name for alt in alternatives for name in alt.get("required", ())]
             if names_:
                 found.append(f"{word} of " + ", ".join(code(name) for name in names_) + ".")
+    only = node.get("x-only-with")
+    if only is not None:
+        key, tags = only
+        found.append(f"Only with {code(key)} " + " or ".join(code(tag) for tag in tags) + ".")
     if node.get("writeOnly"):
         found.append("Write-only: never returned.")
     if node.get("readOnly"):

@@ -241,3 +241,34 @@ def test_unions_and_bounds_read_as_sentences() -> None:
     assert "- Each item: exactly one of `value`, `secretKeyRef`." in text
     assert "| `port`{#spec-port} | integer or null | At least 1 and at most 65535. |" in text
     assert "| `name`{#spec-setup-secretkeyref-name} | string | At least 1 character. |" in text
+
+
+def test_a_discriminated_union_lists_each_variants_fields_once() -> None:
+    defs = {
+        "Command": {
+            "type": "object",
+            "required": ["type", "command"],
+            "properties": {"type": {"const": "command"}, "command": {"type": "string"}},
+        },
+        "Url": {
+            "type": "object",
+            "required": ["type", "endpoint_url"],
+            "properties": {"type": {"const": "url"}, "endpoint_url": {"type": "string"}},
+        },
+    }
+    schema = {
+        "type": "object",
+        "properties": {
+            "mcps": {
+                "type": "array",
+                "items": {
+                    "oneOf": [{"$ref": "#/$defs/Command"}, {"$ref": "#/$defs/Url"}],
+                    "discriminator": {"propertyName": "type"},
+                },
+            }
+        },
+    }
+    text = render_fields(schema, defs, title="Document")
+    assert "| `type`{#mcps-type} | string (required) | One of `command`, `url`. |" in text
+    assert "| `command`{#mcps-command} | string (required) | Only with `type` `command`. |" in text
+    assert "| `endpoint_url`{#mcps-endpoint_url} | string (required) | Only with `type` `url`. |" in text
