@@ -1,13 +1,21 @@
 """Renders a JSON Schema (a CRD's, the chart's values schema, an OpenAPI schema) as Markdown field tables.
 
-Two calls: ``field_rows`` lists every field below a schema, depth first, each with its full path,
-type, default, required flag, description and validation; ``render_fields`` turns those rows into
-one heading per object (the schema itself and each field that has fields of its own) followed by a
-table of its direct fields: field | type | default | description, validation inside the last cell.
+``render_fields(schema, defs, path=..., title=..., level=..., linker=..., anchor_prefix=...)`` is the
+usual call: a heading for the object (with its description and rules) and a table of its fields,
+then a heading one level lower for each field that has fields of its own, titled with its full
+path. Tables are field | type | default | description, validation inside the description cell.
+``field_rows`` gives the same fields as data (``FieldRow``), depth first, for a page laid out
+otherwise; ``render_table`` renders any list of them; ``field_type`` and ``schema_rules`` describe
+one schema (a parameter's); ``escape``, ``code`` and ``one_line`` put text in a cell.
+
+``$ref``s are followed into `defs` (or shown as links where `linker` says so); ``X or null`` reads
+as X, nullable; a union of objects (a discriminated one) is read as one object with every variant's
+fields, each saying which discriminator values it goes with.
 
 Paths join names with dots; an array's items add ``[]`` and a map's values ``*``
 (``spec.setup[].key``, ``toolScopes.*``). ``anchor(path)`` is a field's HTML id on the page: the
-path lowercased, each run of characters other than letters, digits and ``_`` made one ``-``.
+path lowercased, each run of characters other than letters, digits and ``_`` made one ``-``
+(``spec-setup-key``).
 """
 
 from __future__ import annotations
