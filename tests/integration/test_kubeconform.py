@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bundle_operator.devcluster.gobuild import cache_dir
 from tests.gitops.tools import helm_binary
+from tests.kubeconform_tool import kubeconform_binary
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "bundle-operator"
@@ -29,21 +28,6 @@ LOCATION = (
 )
 GROUP = "bundle-operator.dev"
 OUR_KINDS = {"Bundle", "BundleInstallation", "Endpoint"}
-
-
-def kubeconform_binary() -> Path:
-    """The binary mk/kubeconform.mk builds, for the version it names."""
-    make = (REPO / "mk" / "kubeconform.mk").read_text()
-    match = re.search(r"^KUBECONFORM_VERSION \?= (\S+)$", make, re.MULTILINE)
-    assert match is not None, "mk/kubeconform.mk names no KUBECONFORM_VERSION"
-    exe = (
-        cache_dir("kubeconform", "BUNDLE_OPERATOR_KUBECONFORM_CACHE")
-        / f"kubeconform-{match[1]}"
-        / "kubeconform"
-    )
-    if not os.access(exe, os.X_OK):
-        pytest.fail(f"{exe} is not built: run make kubeconform")
-    return exe
 
 
 def kubeconform(*args: str) -> subprocess.CompletedProcess[str]:
