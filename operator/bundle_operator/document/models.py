@@ -173,7 +173,7 @@ class CommandMcp(_McpBase):
             "python3, node, bunx or deno; any other command, a local path, or a reference to "
             "${CLAUDE_PLUGIN_ROOT} makes analyze skip the MCP with a warning (unsupported_runtime). "
             "With an artifact: node for a node server, python or python3 for a python server, "
-            "${__dirname}/<program in the archive> for a binary server."
+            "${__dirname}/<path> for a binary server, <path> being the program's place in the archive."
         ),
     ]
     args: Annotated[
@@ -373,8 +373,8 @@ class Requirement(_Model):
         RequirementKind,
         About(
             "What is required: model (a model the platform offers), tool (an MCP: one of the "
-            "bundle's keys, or an MCP instance in the workspace) or knowledge_source (a tenant's own "
-            "source address, schema 0.2.0)."
+            "bundle's keys, or an MCP instance in the workspace) or knowledge_source (the tenant "
+            "address of a knowledge set's source; knowledge sets need schema 0.2.0)."
         ),
     ]
     ref: Annotated[
