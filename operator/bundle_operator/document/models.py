@@ -243,9 +243,10 @@ class InlineSkill(_Model):
     content: Annotated[
         Text,
         About(
-            "The whole SKILL.md: YAML front matter between --- lines (name: lowercase words joined by "
-            "'-', at most 64 characters; description: at most 1024 characters), then Markdown. "
-            "Front matter that does not parse blocks, naming the line (invalid_skill_frontmatter)."
+            "The whole SKILL.md: YAML front matter between --- lines, then Markdown. The front matter "
+            "needs name (lowercase letters, digits and single hyphens, at most 64 characters) and "
+            "description (at most 1024 characters); front matter that does not parse or lacks them "
+            "blocks, naming the line (invalid_skill_frontmatter)."
         ),
     ]
 
@@ -352,8 +353,8 @@ class Policy(_Model):
     type: Annotated[
         PolicyType,
         About(
-            "What the policy governs: answer_check (checks answers), spend_cap (limits spending) "
-            "or tool_approval (tool calls need approval)."
+            "The kind of policy, as the platform names it: answer_check, spend_cap or "
+            "tool_approval. The platform enforces it, with the settings in config."
         ),
     ]
     agent: Annotated[Text, About(_AGENT_REF + "the policy governs.")]
@@ -510,7 +511,10 @@ class GatewayPrompt(_Model):
     )
     messages: Annotated[
         list[PromptMessage],
-        About("The messages the prompt returns, in order: at least one, their text at most 64 KiB together."),
+        About(
+            "The messages the prompt returns, in order: at least one (prompt_invalid_message), their "
+            "text at most 64 KiB together (gateway_limit)."
+        ),
     ] = Field(default_factory=list)
 
 
@@ -561,11 +565,17 @@ class Gateway(_Model):
     ] = Field(default_factory=list)
     member_prompts: Annotated[
         list[GatewayMemberPrompt],
-        About("How members' prompts are presented; one not listed is presented as the member serves it."),
+        About(
+            "How members' prompts are presented; one not listed is presented as the member serves "
+            "it, named <member>__<name>. Absent: none."
+        ),
     ] = Field(default_factory=list)
     member_resources: Annotated[
         list[GatewayMemberResource],
-        About("How members' resources are presented; one not listed is presented as the member serves it."),
+        About(
+            "How members' resources are presented; one not listed is presented as the member serves "
+            "it, under its own URI. Absent: none."
+        ),
     ] = Field(default_factory=list)
     prompts: Annotated[
         list[GatewayPrompt],
@@ -581,7 +591,10 @@ class _Source(_Model):
     # Credentials are ``${setup.x}`` references to secret fields only; a literal is refused.
     sync_schedule: Annotated[
         Text | None,
-        About(f"When the platform syncs the source: {_CRON}. Absent: the platform decides."),
+        About(
+            f"When the platform syncs the source: {_CRON} (invalid_schedule otherwise). Absent: no "
+            "schedule is set, and when the source syncs is up to the platform."
+        ),
     ] = None
     credentials: Annotated[
         dict[str, Text],
@@ -637,8 +650,8 @@ class S3Source(_Source):
     endpoint: Annotated[
         Text | None,
         About(
-            "The S3 endpoint of a store other than AWS. Organisation-specific: export leaves it out. "
-            "Absent: none given."
+            "The URL of the S3-compatible service that holds the bucket. Organisation-specific: "
+            "export leaves it out. Absent: none given."
         ),
     ] = None
 
@@ -726,7 +739,7 @@ class KnowledgeSet(_Model):
     description: Annotated[Text | None, About("What the set is for, for people. Absent: none.")] = None
     data_description: Annotated[
         Text | None,
-        About("What the set's documents are about, for the agents that answer from it. Absent: none."),
+        About("What the set's documents are about. Absent: none."),
     ] = None
     # Source key -> source: the key is the source's identity across instances and versions.
     sources: Annotated[
