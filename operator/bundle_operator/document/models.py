@@ -60,8 +60,8 @@ _KEY: Final = (
 _DISPLAY_NAME: Final = "shown on the platform: 1 to 200 characters."
 _SETUP_REF: Final = "${setup.<key>}"
 _CRON: Final = (
-    "a five-field cron expression (minute hour day-of-month month day-of-week; month and day names "
-    "such as jan or mon allowed)"
+    "a five-field cron expression, minute hour day-of-month month day-of-week, where month and day "
+    "names such as jan or mon may stand for numbers"
 )
 
 
@@ -312,7 +312,7 @@ _ENABLED: Final = (
 
 
 class Channel(_Model):
-    """A chat channel (Telegram only in 0.1.0) that reaches an agent."""
+    """A chat channel (Telegram) that reaches an agent."""
 
     key: Annotated[Text, About(_KEY)]
     type: Annotated[Literal["telegram"], About("The chat service; telegram is the only one.")]
@@ -390,10 +390,12 @@ class Requirement(_Model):
     policy: Annotated[
         RequirementPolicy,
         About(
-            "What happens when the platform lacks it. strip: what uses it is dropped (an agent runs "
-            "on the default model, loses the MCP, a source is left out); block: the install is "
-            "refused (requirement_missing); substitute: the installer must map it to a local "
-            "equivalent (--substitute <kind>:<ref>=VALUE, or spec.substitutions), else it blocks."
+            "How the requirement is met. strip: if the platform lacks it, what uses it is dropped (an "
+            "agent runs on the default model, loses the MCP, a source is left out); block: if the "
+            "platform lacks it, the install is refused (requirement_missing); substitute: the "
+            "installer always maps it to a local equivalent (--substitute <kind>:<ref>=VALUE, or a "
+            "BundleInstallation's spec.substitutions), else the install is refused "
+            "(substitution_required)."
         ),
     ]
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from bundle_operator.docgen.document_pages import pages
 from bundle_operator.document import models, parse_bundle_text
+from bundle_operator.document.issues import Code
 from bundle_operator.document.models import SCHEMA_VERSIONS, field_about
 
 REPO = Path(__file__).resolve().parents[3]
@@ -99,6 +100,17 @@ def test_every_field_of_the_document_models_carries_a_description() -> None:
         if not (field_about(info) or "").strip()
     ]
     assert not lacking, f"give these an About(...): {', '.join(lacking)}"
+
+
+def test_every_issue_code_a_description_names_is_one_analyze_reports() -> None:
+    texts = [
+        prop.get("description", "")
+        for declared in _properties(_schema("0.2.0")).values()
+        for prop in declared
+    ]
+    named = {code for text in texts for code in re.findall(r"\(([a-z]+(?:_[a-z]+)+)[ )]", text)}
+    assert len(named) > 10
+    assert not named - {code.value for code in Code}, "descriptions name codes analyze never reports"
 
 
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
