@@ -1,17 +1,20 @@
 """The bundle document's reference pages (reference/document-<version>.md), rendered from its JSON Schema.
 
-Each field is one table row with an anchor made from its path, so other pages can link to it.
+Each field is one table row, its full path shown, with the anchor ``_schema_tables.anchor`` makes of
+that path (the other reference pages' rule), so other pages can link to it. Unlike
+``_schema_tables``' tables, a field of a union keeps each variant's own description, and names and
+syntax in descriptions show as code.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bundle_operator.docgen._schema_tables import anchor, code, escape
 from bundle_operator.document import parse_bundle_text
 from bundle_operator.document.json_schema import bundle_schema
 from bundle_operator.document.models import LATEST_SCHEMA_VERSION, SCHEMA_VERSION, SCHEMA_VERSIONS
@@ -24,11 +27,6 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 def page_path(version: str) -> str:
     """Where the page of ``version`` lives under docs/."""
     return f"reference/document-{version}.md"
-
-
-def anchor(path: str) -> str:
-    """A field's anchor: its path without ``[]`` and ``.*``, dots made dashes (``mcps-artifact-digest``)."""
-    return path.replace("[]", "").replace(".*", "").replace(".", "-")
 
 
 @dataclass
@@ -139,12 +137,12 @@ class FieldWalker:
         node = self.resolve(prop)
         found: list[str] = []
         if "const" in node:
-            found.append(f"exactly {_code(node['const'])}")
+            found.append(f"exactly {code(node['const'])}")
         if "enum" in node:
-            found.append("one of " + ", ".join(_code(value) for value in node["enum"]))
+            found.append("one of " + ", ".join(code(value) for value in node["enum"]))
         for key, words in _BOUNDS:
             if key in node:
-                found.append(words.format(_code(node[key]) if key == "pattern" else node[key]))
+                found.append(words.format(code(node[key]) if key == "pattern" else node[key]))
         return found
 
 
@@ -159,22 +157,11 @@ _BOUNDS = (
 )
 
 
-def _code(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
-    return f"`{text}`"
-
-
-_ESCAPED = re.compile(r"([\\`*_{}\[\]|])")
 # Words that are names or syntax, shown as code: placeholders, <parts>, patterns, flags, snake_case.
 _CODE_WORD = re.compile(
     r"\S*(?:\$\{|\{\{|<\w+>|\[\S*\]|__)\S*|--[a-z][\w-]*|[a-z]+(?:_[a-z0-9]+)+|spec\.[\w.]+"
 )
 _EDGE = re.compile(r"^(\(?)(.*?)([.,;:)]*)$")
-
-
-def _plain(text: str) -> str:
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _ESCAPED.sub(r"\\\1", text)
 
 
 def _word(word: str) -> str:
@@ -183,8 +170,8 @@ def _word(word: str) -> str:
     assert match is not None  # the pattern matches any word
     before, core, after = match.groups()
     if core and "`" not in core and _CODE_WORD.fullmatch(core):
-        return f"{_plain(before)}`{core}`{_plain(after)}"
-    return _plain(word)
+        return f"{escape(before)}`{core}`{escape(after)}"
+    return escape(word)
 
 
 def md_text(text: str) -> str:
@@ -220,7 +207,7 @@ def _presence(walker: FieldWalker, form: Form) -> str:
         return "**required**"
     if "default" in form.schema:
         default = form.schema["default"]
-        return "optional" if default is None else f"optional, default {_code(default)}"
+        return "optional" if default is None else f"optional, default {code(default)}"
     # pydantic leaves a default_factory's value out of the schema: an empty list or map.
     empty = {"array": "[]", "object": "{}"}.get(str(walker.resolve(form.schema).get("type")))
     return "optional" if empty is None else f"optional, default `{empty}`"
@@ -287,7 +274,7 @@ def _table(page: Page, rows: list[Row]) -> list[str]:
         kind = _merged(row.forms, lambda form: walker.type_of(form.schema))
         presence = _merged(row.forms, lambda form: _presence(walker, form))
         if row.tag:
-            checks = "one of " + ", ".join(_code(form.variant) for form in row.forms)
+            checks = "one of " + ", ".join(code(form.variant) for form in row.forms)
         else:
             checks = _merged(row.forms, lambda form: "; ".join(walker.checks_of(form.schema)))
         value = "<br>".join(part for part in (kind, presence, checks) if part)
