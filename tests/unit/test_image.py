@@ -318,7 +318,7 @@ def documented_platform_commands() -> list[tuple[Path, list[str]]]:
 
 
 def test_the_documented_platform_command_parses() -> None:
-    """`bundlectl platform serve ...` as the Dockerfile and docs/how-to/image.md give it, by bundlectl's parser."""
+    """`bundlectl platform serve ...` as the Dockerfile and docs/how-to/image.md give it, by its parser."""
     scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
     assert scripts["bundlectl"] == "bundle_operator.cli:main"
     commands = documented_platform_commands()
