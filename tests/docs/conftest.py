@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from tests.docs import scenes
 from tests.docs.scenes import OpenScene, Scene
 
 # The e2e tests' own control plane and CRDs (they fail with the `make envtest` hint, never skip).
-from tests.e2e.conftest import GITHUB_FILES, crds, devcluster, kubectl  # noqa: F401
+from tests.e2e.conftest import GITHUB_FILES
 from tests.e2e.operator_harness import solo_operator
 from tests.integration.platform.platform_harness import TOKEN, GitHubStub, github_stub, start_platform
 from tests.mcp_members import Members, members_thread
@@ -55,7 +55,7 @@ def open_scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
     """``open_scene(scene, page)``: a scene for one page's blocks, stopped after the test."""
     with ExitStack() as stack:
 
-        def opened(name: str, page: str) -> Scene:
+        def opened(name: str, page: str, *, operator_env: Mapping[str, str] | None = None) -> Scene:
             if name == "checkout":
                 return scenes.checkout(tmp_path / "checkout")
             scene = scenes.offline(tmp_path / name)
@@ -103,6 +103,7 @@ def open_scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
                 solo_operator(
                     cluster.kubeconfig, platform.url, log, namespace,
                     extra=("--platform-token-file", str(token_file)),
+                    env=dict(operator_env or {}),
                 )
             )  # fmt: skip
             scene.env["KUBECONFIG"] = str(kubeconfig)

