@@ -6,16 +6,13 @@ REGISTRY_URL), whose CA the scene's operator trusts as a private registry's (SSL
 from __future__ import annotations
 
 import shutil
-from functools import partial
 
 import pytest
 
-from tests.docs import conftest as docs_scenes
 from tests.docs.blocks import read_pages
 from tests.docs.conftest import docs_github, open_scene  # noqa: F401 (fixtures this test uses)
 from tests.docs.runner import run_blocks
 from tests.docs.scenes import ROOT, OpenScene
-from tests.e2e.operator_harness import solo_operator
 from tests.fixtures.mcpb_servers.build import McpbServers
 from tests.registry_stub import StubRegistry
 
@@ -29,15 +26,12 @@ def test_the_registry_and_mcpb_guide_runs_as_written(
     open_scene: OpenScene,  # noqa: F811
     mcpb_servers: McpbServers,
     registry: StubRegistry,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     (page,) = [page for page in read_pages(ROOT / "docs") if page.name == PAGE]
     blocks = page.runnable(SCENE)
     assert len(blocks) >= 12, f"{PAGE} hands this test {len(blocks)} blocks"
     # The scene's operator trusts the registry's CA alone, as the chart's operator.trustedCA makes it.
-    trusting = partial(solo_operator, env={"SSL_CERT_FILE": str(registry.tls.ca_file)})
-    monkeypatch.setattr(docs_scenes, "solo_operator", trusting)
-    scene = open_scene("cluster", PAGE)
+    scene = open_scene("cluster", PAGE, operator_env={"SSL_CERT_FILE": str(registry.tls.ca_file)})
     archive = mcpb_servers.python.path
     shutil.copyfile(archive, scene.cwd / "echo.mcpb")
     shutil.copyfile(registry.tls.ca_file, scene.cwd / "registry-ca.pem")
