@@ -6,24 +6,33 @@ REGISTRY_URL), whose CA the scene's operator trusts as a private registry's (SSL
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.docs.blocks import read_pages
-from tests.docs.conftest import docs_github, open_scene  # noqa: F401 (fixtures this test uses)
 from tests.docs.runner import run_blocks
 from tests.docs.scenes import ROOT, OpenScene
 from tests.fixtures.mcpb_servers.build import McpbServers
-from tests.registry_stub import StubRegistry
+from tests.registry_stub import StubRegistry, stub_registry
 
 pytestmark = pytest.mark.e2e
 
 PAGE = "how-to/registry-and-mcpb.md"  # docs/how-to/registry-and-mcpb.md
-SCENE = "tested-by tests/e2e/test_docs_registry_and_mcpb.py"
+SCENE = "tested-by tests/docs/test_registry_and_mcpb_page.py"
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[StubRegistry]:
+    """The stub MCP Registry over HTTPS with a throwaway CA, as the e2e tests run it."""
+    (tmp_path / "registry").mkdir()
+    with stub_registry(tmp_path / "registry") as running:
+        yield running
 
 
 def test_the_registry_and_mcpb_guide_runs_as_written(
-    open_scene: OpenScene,  # noqa: F811
+    open_scene: OpenScene,
     mcpb_servers: McpbServers,
     registry: StubRegistry,
 ) -> None:

@@ -10,14 +10,13 @@ import subprocess
 import pytest
 
 from tests.docs.blocks import read_pages
-from tests.docs.conftest import docs_github, open_scene  # noqa: F401 (fixtures this test uses)
 from tests.docs.runner import run_blocks
 from tests.docs.scenes import ROOT, OpenScene, Scene
 
 pytestmark = pytest.mark.e2e
 
 PAGE = "how-to/upgrade.md"  # docs/how-to/upgrade.md
-SCENE = "tested-by tests/e2e/test_docs_upgrade.py"
+SCENE = "tested-by tests/docs/test_upgrade_page.py"
 
 
 def run(scene: Scene, *argv: str) -> str:
@@ -27,7 +26,7 @@ def run(scene: Scene, *argv: str) -> str:
     return done.stdout
 
 
-def test_the_upgrade_guide_runs_as_written(open_scene: OpenScene) -> None:  # noqa: F811
+def test_the_upgrade_guide_runs_as_written(open_scene: OpenScene) -> None:
     (page,) = [page for page in read_pages(ROOT / "docs") if page.name == PAGE]
     blocks = page.runnable(SCENE)
     assert len(blocks) == 5, f"{PAGE} hands this test {len(blocks)} blocks"
