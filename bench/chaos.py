@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.control_plane import ETCD_VERSION, KUBERNETES_VERSION  # noqa: E402
 from tests.e2e.chaos import ChaosPlan, ChaosRun  # noqa: E402
-from tests.e2e.conftest import ETCD_VERSION, KUBERNETES_VERSION  # noqa: E402
 from tests.e2e.operator_harness import OperatorProcess, apply_crds  # noqa: E402
 from tests.e2e.platform_control import RestartablePlatform  # noqa: E402
 

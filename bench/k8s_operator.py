@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.conftest import ETCD_VERSION, GITHUB_FILES, KUBERNETES_VERSION  # noqa: E402
+from tests.control_plane import ETCD_VERSION, KUBERNETES_VERSION  # noqa: E402
+from tests.e2e.conftest import GITHUB_FILES  # noqa: E402
 from tests.e2e.operator_harness import (  # noqa: E402
     EXAMPLES,
     OperatorProcess,

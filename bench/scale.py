@@ -49,7 +49,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.conftest import ETCD_VERSION, KUBERNETES_VERSION  # noqa: E402
+from tests.control_plane import ETCD_VERSION, KUBERNETES_VERSION  # noqa: E402
 from tests.e2e.fleet import CREDENTIALS, NAMESPACE, fleet, workspace_names  # noqa: E402
 from tests.e2e.operator_harness import (  # noqa: E402
     OperatorProcess,

@@ -11,3 +11,9 @@ docs-reference: $(STAMP)
 
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict
+
+# Screenshots of the built site with headless Chromium (Debian's chromium package, installed when
+# missing and run as root): the front page and a reference page, into tmp/screenshots/.
+.PHONY: docs-screenshots
+docs-screenshots: docs
+	$(BIN)/python scripts/docs_screenshots.py $(PAGES)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from bundle_operator.devcluster import Kubectl
-from tests.e2e.conftest import GITHUB_FILES, control_plane
+from tests.control_plane import control_plane
+from tests.e2e.conftest import GITHUB_FILES
 from tests.e2e.operator_harness import apply_crds
 from tests.image.kubelet import Cluster
 from tests.integration.platform.platform_harness import github_stub

@@ -7,6 +7,7 @@ import secrets
 from typing import Any
 
 from bundle_operator.k8s.conditions import now_rfc3339
+from bundle_operator.k8s.event_reasons import EventReason
 from bundle_operator.k8s.kube import Kube, KubeError
 
 log = logging.getLogger(__name__)
@@ -21,8 +22,8 @@ class Events:
         self._kube = kube
         self._component = component
 
-    async def post(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
-        """Record ``reason`` (CamelCase) with ``message`` on ``obj``; ``type_`` is Normal or Warning."""
+    async def post(self, obj: dict[str, Any], event: EventReason, message: str) -> None:
+        """Record ``event`` (one of ``event_reasons``, which fixes its type) with ``message`` on ``obj``."""
         meta = obj.get("metadata", {})
         namespace = meta.get("namespace") or "default"
         stamp = now_rfc3339()
@@ -41,8 +42,8 @@ class Events:
                 "uid": meta.get("uid"),
                 "resourceVersion": meta.get("resourceVersion"),
             },
-            "type": type_,
-            "reason": reason,
+            "type": event.type,
+            "reason": event.reason,
             "message": message[:MAX_MESSAGE],
             "source": {"component": self._component},
             "reportingComponent": self._component,
@@ -53,4 +54,4 @@ class Events:
         try:
             await self._kube.post_event(namespace, body)
         except KubeError as exc:
-            log.warning("could not post event %s: %s", reason, exc.reason or exc.status)
+            log.warning("could not post event %s: %s", event.reason, exc.reason or exc.status)

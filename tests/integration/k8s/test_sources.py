@@ -184,7 +184,7 @@ async def test_config_map_text_and_binary_data_read_the_same_document(
     assert text.origin == "ConfigMap triage/bundle.yaml"
     assert binary.origin == "ConfigMap triage-bin/bundle.yaml"
     # Line numbers come from the text, as they do for bundlectl.
-    assert text.parsed.source_map.line_of("/mcps/0") == 23
+    assert text.parsed.source_map.line_of("/mcps/0") == 24
 
 
 async def test_a_missing_config_map_is_named(reader: FakeReader, settings: SourceSettings) -> None:

@@ -24,6 +24,7 @@ from bundle_operator.k8s.endpoint.secret import (
 )
 from bundle_operator.k8s.endpoint.status import ready_conditions, served_view
 from bundle_operator.k8s.endpoint.target import gateway_id, installation_marker
+from bundle_operator.k8s.event_reasons import EventReason
 from bundle_operator.k8s.kube import KubeError
 from bundle_operator.k8s.reconcile import OperatorSettings, Retry
 from bundle_operator.k8s.resources import API_VERSION, EndpointSpec
@@ -407,8 +408,8 @@ class FakeEvents:
     def __init__(self) -> None:
         self.posted: list[tuple[str, str, str]] = []
 
-    async def post(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
-        self.posted.append((type_, reason, message))
+    async def post(self, obj: dict[str, Any], event: EventReason, message: str) -> None:
+        self.posted.append((event.type, event.reason, message))
 
 
 class World:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from bundle_operator.k8s import conditions as cond
 from bundle_operator.k8s.bundle.sources import SourceError, SourceSettings, resolve
 from bundle_operator.k8s.bundle.status import bundle_status_fields
+from bundle_operator.k8s.event_reasons import REGISTRY_RECORD_DEPRECATED, REGISTRY_VERSION_CHANGED
 from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.process.metrics import ReconcileResult
@@ -96,14 +97,13 @@ class BundleReconciler:
         if self.events is None or resolved.source is None:
             return
         for warning in resolved.warnings:
-            await self.events.post(body, "Warning", "RegistryRecordDeprecated", warning)
+            await self.events.post(body, REGISTRY_RECORD_DEPRECATED, warning)
         before = ((body.get("status") or {}).get("source") or {}).get("version")
         now = resolved.source.version
         if before is not None and before != now:
             await self.events.post(
                 body,
-                "Normal",
-                "RegistryVersionChanged",
+                REGISTRY_VERSION_CHANGED,
                 f"{resolved.source.server} resolves to {now} (was {before})",
             )
 

@@ -44,6 +44,16 @@ from bundle_operator.k8s.endpoint.secret import (
 )
 from bundle_operator.k8s.endpoint.status import EndpointStatus, cleared, ready_conditions, served_view
 from bundle_operator.k8s.endpoint.target import Target, Waiting, find_target
+from bundle_operator.k8s.event_reasons import (
+    DELETE_BLOCKED,
+    DELETE_FAILED,
+    ENDPOINT_CREATED,
+    ENDPOINT_DELETED,
+    ENDPOINT_UPDATED,
+    KEY_ISSUED,
+    KEY_ROTATED,
+    NOT_DELETED,
+)
 from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.installation.setup import SetupProblem
 from bundle_operator.k8s.kube import Kube, KubeError
@@ -295,7 +305,7 @@ class EndpointReconciler:
             issued = endpoint.api_key
             run.done.append(f"created {endpoint.id}")
             await self.events.post(
-                run.body, "Normal", "Created", f"created platform endpoint {endpoint.id} at {endpoint.url}"
+                run.body, ENDPOINT_CREATED, f"created platform endpoint {endpoint.id} at {endpoint.url}"
             )
         if endpoint.auth_mode != spec.auth.mode:
             raise SetupProblem(
@@ -320,9 +330,7 @@ class EndpointReconciler:
             target.workspace, kinds.ENDPOINTS, endpoint.id, update, revision=endpoint.revision
         )
         run.done.append(f"set {what}")
-        await self.events.post(
-            run.body, "Normal", "Updated", f"set {what} on platform endpoint {endpoint.id}"
-        )
+        await self.events.post(run.body, ENDPOINT_UPDATED, f"set {what} on platform endpoint {endpoint.id}")
         return Observed(endpoint, observed.issued)
 
     async def _credentials(
@@ -366,16 +374,14 @@ class EndpointReconciler:
         if need == "rotation":
             await self.events.post(
                 run.body,
-                "Normal",
-                "KeyRotated",
+                KEY_ROTATED,
                 f"issued a new API key for platform endpoint {endpoint.id} into Secret "
                 f"'{secret_name}'; the previous key no longer works",
             )
         elif issued is not None:
             await self.events.post(
                 run.body,
-                "Normal",
-                "KeyIssued",
+                KEY_ISSUED,
                 f"wrote the API key of platform endpoint {endpoint.id} to Secret '{secret_name}'",
             )
 
@@ -508,25 +514,24 @@ class EndpointReconciler:
             if endpoint is not None:
                 with contextlib.suppress(NotFound):  # gone already: that is what was wanted
                     await target.platform.delete(target.workspace, kinds.ENDPOINTS, endpoint.id)
-                await self.events.post(body, "Normal", "Deleted", f"deleted platform endpoint {endpoint.id}")
+                await self.events.post(body, ENDPOINT_DELETED, f"deleted platform endpoint {endpoint.id}")
         except Waiting as exc:
             if exc.reason == "InstallationNotFound":
                 await self.events.post(
                     body,
-                    "Normal",
-                    "NotDeleted",
+                    NOT_DELETED,
                     f"BundleInstallation '{spec.installation_ref.name}' is gone, so the platform and gateway "
                     "are unknown; its uninstall deleted the gateway and its endpoints unless its "
                     f"deletionPolicy was Orphan (then delete endpoint '{meta['name']}' on the platform)",
                 )
             # Otherwise no gateway, so no endpoint (the platform deletes a gateway's endpoints with it).
         except SetupProblem as exc:
-            await self.events.post(body, "Warning", "DeleteBlocked", exc.message)
+            await self.events.post(body, DELETE_BLOCKED, exc.message)
             raise Retry(exc.message, backoff(attempt, cap=120)) from None
         except KubeError as exc:
             raise kube_retry(exc, attempt) from None
         except PlatformError as exc:
-            await self.events.post(body, "Warning", "DeleteFailed", f"the platform answered {exc}; retrying")
+            await self.events.post(body, DELETE_FAILED, f"the platform answered {exc}; retrying")
             raise Retry(str(exc), backoff(attempt, retry_after=exc.retry_after)) from None
         log.info(
             "endpoint finalized",

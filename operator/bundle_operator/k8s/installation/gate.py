@@ -15,6 +15,12 @@ from bundle_operator.engine.approval import ApprovalPlan, correct_plan, run_plan
 from bundle_operator.engine.drift import drift_from
 from bundle_operator.engine.plan import Plan
 from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s.event_reasons import (
+    APPROVAL_IGNORED,
+    APPROVED_PLAN_OUTDATED,
+    PLAN_APPROVED,
+    PLAN_READY,
+)
 from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.installation.inputs import Inputs
 from bundle_operator.k8s.installation.status import (
@@ -52,8 +58,7 @@ async def gate(
         if spec.approved_plan and spec_changed(status):
             await events.post(
                 body,
-                "Normal",
-                "ApprovalIgnored",
+                APPROVAL_IGNORED,
                 "spec.approvedPlan has no effect: spec.approval is Auto",
             )
         return Outcome()
@@ -65,18 +70,17 @@ async def gate(
         # The setup values' HMACs in the plan id use the record's key: keep it for the next run.
         await inputs.store.persist(inputs.record)
     if spec.approved_plan == waiting.id:
-        await events.post(body, "Normal", "PlanApproved", f"applying {waiting.id} ({waiting.summary()})")
+        await events.post(body, PLAN_APPROVED, f"applying {waiting.id} ({waiting.summary()})")
         return Outcome(approved=waiting.id)
     shown_before = previous.get("id") == waiting.id
     status.patch["plan"] = plan_status(waiting, last_applied)
     if not shown_before:
-        await events.post(body, "Normal", "PlanReady", awaiting_message(waiting, shown_name(body)))
+        await events.post(body, PLAN_READY, awaiting_message(waiting, shown_name(body)))
     outdated = spec.approved_plan is not None and spec.approved_plan != last_applied
     if outdated and (not shown_before or spec_changed(status)):
         await events.post(
             body,
-            "Warning",
-            "ApprovedPlanOutdated",
+            APPROVED_PLAN_OUTDATED,
             f"the approved plan {spec.approved_plan} is not the current one, so nothing was written; "
             f"the current plan is {waiting.id} ({waiting.summary()})",
         )
@@ -133,12 +137,11 @@ async def await_uninstall_approval(
     status.patch["plan"] = plan_status(waiting, last_applied)
     message = awaiting_message(waiting, shown_name(body))
     if previous.get("id") != waiting.id:
-        await events.post(body, "Normal", "PlanReady", message)
+        await events.post(body, PLAN_READY, message)
         if outdated is not None:
             await events.post(
                 body,
-                "Warning",
-                "ApprovedPlanOutdated",
+                APPROVED_PLAN_OUTDATED,
                 f"the approved plan {outdated} is not the current one, so nothing was deleted; "
                 f"the current plan is {waiting.id} ({waiting.summary()})",
             )

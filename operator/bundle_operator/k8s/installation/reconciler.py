@@ -27,6 +27,13 @@ from bundle_operator.engine.drift import DriftReport, drift_from, troubles
 from bundle_operator.engine.live import read_snapshot
 from bundle_operator.engine.plan import Plan, plan
 from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s.event_reasons import (
+    CONFLICT,
+    DRIFT_CORRECTED,
+    DRIFT_DETECTED,
+    POLICIES_DISAGREE,
+    ROLLED_BACK,
+)
 from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.installation.gate import gate, spec_changed
 from bundle_operator.k8s.installation.inputs import (
@@ -333,7 +340,7 @@ class InstallationReconciler:
         run.calls += result.calls
         event = installed_event(result.created, result.updated, result.deleted, result.kept)
         if event is not None:
-            await self.events.post(run.body, "Normal", *event)
+            await self.events.post(run.body, *event)
         if result.conflicts:
             status.patch["conflicts"] = [
                 {"entity": e, "path": p} for e, paths in sorted(result.conflicts.items()) for p in paths
@@ -381,8 +388,7 @@ class InstallationReconciler:
         if corrected:
             await self.events.post(
                 run.body,
-                "Normal",
-                "DriftCorrected",
+                DRIFT_CORRECTED,
                 "wrote back " + "; ".join(f"{e} ({', '.join(p)})" for e, p in sorted(corrected.items())),
             )
         for entity in corrected:
@@ -401,7 +407,7 @@ class InstallationReconciler:
             status.patch["plan"] = plan_status(None, last_applied)
         await self._drift_status(run, report, spec.drift_policy.mode)
         if spec_changed(status) and (warning := policy_warning(spec)) is not None:
-            await self.events.post(run.body, "Warning", "PoliciesDisagree", warning)
+            await self.events.post(run.body, POLICIES_DISAGREE, warning)
         troubled = troubles(record, planned.snapshot)
         ready = (
             cond.not_running(
@@ -450,7 +456,7 @@ class InstallationReconciler:
             )
             previous = cond.condition_of(status.previous(), "Conflict")
             if previous is None or previous.get("status") != "True":
-                await self.events.post(run.body, "Warning", "Conflict", message)
+                await self.events.post(run.body, CONFLICT, message)
             status.conditions(
                 [
                     *cond.stalled("Conflict", message),
@@ -480,7 +486,7 @@ class InstallationReconciler:
             where += f" ({', '.join(fields)})"
         left = f"; could not delete {', '.join(exc.rollback_failures)}" if exc.rollback_failures else ""
         message = f"the install failed{where} and was rolled back: {detail}{left}"
-        await self.events.post(run.body, "Warning", "RolledBack", message)
+        await self.events.post(run.body, ROLLED_BACK, message)
         permanent = (
             isinstance(cause, RecordTooLarge)
             or exc.code == BUNDLE_INVALID
@@ -525,7 +531,7 @@ class InstallationReconciler:
         if mode == "Warn":
             message += ". Undo the edit, or set spec.driftPolicy.mode to Correct to write it back"
         if (status.previous().get("drift") or []) != drift:
-            await self.events.post(run.body, "Warning", "DriftDetected", message)
+            await self.events.post(run.body, DRIFT_DETECTED, message)
         status.conditions([cond.true("Drifted", "DriftDetected", message)])
 
     async def finalize(self, body: dict[str, Any], *, attempt: int = 0) -> None:

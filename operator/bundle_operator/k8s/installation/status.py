@@ -14,6 +14,7 @@ from bundle_operator.engine.drift import DriftReport
 from bundle_operator.engine.plan import Plan
 from bundle_operator.engine.record import Record
 from bundle_operator.k8s.bundle.status import status_issues
+from bundle_operator.k8s.event_reasons import INSTALLED, UPDATED, EventReason
 from bundle_operator.k8s.reconcile import StatusDraft
 from bundle_operator.k8s.resources import INSTALLATION_PLURAL, BundleInstallationSpec
 
@@ -153,7 +154,7 @@ def ready_reason(report: DriftReport, corrected: dict[str, list[str]], count: in
 
 def installed_event(
     created: list[str], updated: list[str], deleted: list[str], kept: list[str]
-) -> tuple[str, str] | None:
+) -> tuple[EventReason, str] | None:
     """The reason and message of the event a run that wrote posts, or None when it changed nothing."""
     parts = []
     for word, items in (("created", created), ("updated", updated), ("deleted", deleted), ("kept", kept)):
@@ -161,7 +162,7 @@ def installed_event(
             parts.append(f"{word} {', '.join(items)}")
     if not parts:
         return None
-    reason = "Installed" if created and not updated and not deleted else "Updated"
+    reason = INSTALLED if created and not updated and not deleted else UPDATED
     return reason, "; ".join(parts)
 
 

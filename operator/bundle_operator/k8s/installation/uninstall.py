@@ -15,6 +15,14 @@ from pydantic import ValidationError
 
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.uninstall import PlanOutdated, UninstallRefused, preview_uninstall, uninstall
+from bundle_operator.k8s.event_reasons import (
+    ORPHANED,
+    UNINSTALL_ABANDONED,
+    UNINSTALL_BLOCKED,
+    UNINSTALL_FAILED,
+    UNINSTALL_SKIPPED,
+    UNINSTALLED,
+)
 from bundle_operator.k8s.events import Events
 from bundle_operator.k8s.installation.gate import await_uninstall_approval
 from bundle_operator.k8s.installation.setup import SetupProblem
@@ -83,7 +91,7 @@ class Uninstaller:
             f"the namespace is being deleted and the uninstall has failed for {waited:.0f}s "
             f"({why}); left on the platform in workspace '{workspace}': {shown or 'nothing recorded'}"
         )
-        await self.events.post(body, "Warning", "UninstallAbandoned", message)
+        await self.events.post(body, UNINSTALL_ABANDONED, message)
         # Logged too: the Event goes with its namespace.
         meta = body["metadata"]
         log.warning(
@@ -106,13 +114,13 @@ class Uninstaller:
             await store.release()  # never installed anything a valid spec would have
             return
         if spec.deletion_policy == "Orphan":
-            await self.events.post(body, "Normal", "Orphaned", "the platform's entities are left in place")
+            await self.events.post(body, ORPHANED, "the platform's entities are left in place")
             await store.release()
             return
         try:
             record = await store.load(spec.workspace, fresh=True)  # never undo from a lagging copy
         except StateUnreadable as exc:
-            await self.events.post(body, "Warning", "UninstallSkipped", str(exc))
+            await self.events.post(body, UNINSTALL_SKIPPED, str(exc))
             await store.release()
             return
         if not record.entities and not record.journal and not record.leftovers and not record.unresolved:
@@ -134,21 +142,19 @@ class Uninstaller:
         except SetupProblem as exc:
             if await self._abandoned(body, store, record, spec.workspace, exc.message):
                 return
-            await self.events.post(body, "Warning", "UninstallBlocked", exc.message)
+            await self.events.post(body, UNINSTALL_BLOCKED, exc.message)
             raise Retry(exc.message, backoff(attempt, cap=120)) from None
         except UninstallRefused as exc:
             # Nothing was deleted; the finalizer stays until the foreign users let go (or the
             # user switches deletionPolicy to Orphan), and each retry says who holds what.
             if await self._abandoned(body, store, record, spec.workspace, str(exc)):
                 return
-            await self.events.post(body, "Warning", "UninstallBlocked", str(exc))
+            await self.events.post(body, UNINSTALL_BLOCKED, str(exc))
             raise Retry(str(exc), backoff(attempt, cap=300)) from None
         except PlatformError as exc:
             if await self._abandoned(body, store, record, spec.workspace, f"the platform answered {exc}"):
                 return
-            await self.events.post(
-                body, "Warning", "UninstallFailed", f"the platform answered {exc}; retrying"
-            )
+            await self.events.post(body, UNINSTALL_FAILED, f"the platform answered {exc}; retrying")
             raise Retry(str(exc), backoff(attempt, retry_after=getattr(exc, "retry_after", None))) from None
         except StateConflict as exc:
             raise Retry(str(exc), backoff(0)) from None
@@ -157,11 +163,11 @@ class Uninstaller:
             message += "; kept (edited on the platform): " + ", ".join(
                 f"{e} ({', '.join(p[:3])})" for e, p in result.kept.items()
             )
-        await self.events.post(body, "Normal", "Uninstalled", message)
+        await self.events.post(body, UNINSTALLED, message)
         if not result.complete:
             failed = ", ".join(result.failed)
             if await self._abandoned(body, store, record, spec.workspace, f"could not delete {failed}"):
                 return
-            await self.events.post(body, "Warning", "UninstallFailed", f"could not delete {failed}; retrying")
+            await self.events.post(body, UNINSTALL_FAILED, f"could not delete {failed}; retrying")
             raise Retry(f"could not delete {failed}", backoff(attempt))
         await store.release()
