@@ -7,7 +7,7 @@
 #     `podman run --entrypoint bundlectl IMAGE platform serve --host 0.0.0.0 --port 8080 --db /data/platform.db`
 #     (in Kubernetes: command: [bundlectl], args: [platform, serve, --host, 0.0.0.0, ...]).
 # Build: `make image` (buildah; where no registry is reachable, on a base from Debian's packages), or
-# `docker build -t bundle-operator .`; docs/image.md says more.
+# `docker build -t bundle-operator .`; docs/how-to/image.md says more.
 #
 # The base, in one place: python:3.11-slim-bookworm (CPython 3.11.16 on the Debian bookworm snapshot of
 # 2026-08-24), pinned by the digest of its multi-platform OCI index, which names linux/amd64

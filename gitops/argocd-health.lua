@@ -1,6 +1,6 @@
 -- Argo CD health check for bundle-operator.dev Bundle, BundleInstallation and Endpoint.
 -- Reads the kstatus-style status the operator writes: observedGeneration, Ready, Reconciling,
--- Stalled. Register it for each kind in argocd-cm (docs/gitops.md shows how).
+-- Stalled. Register it for each kind in argocd-cm (docs/how-to/gitops.md shows how).
 local hs = {}
 
 local function condition(kind)

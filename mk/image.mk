@@ -1,4 +1,4 @@
-# The container image (Dockerfile, docs/image.md) and its lock file.
+# The container image (Dockerfile, docs/how-to/image.md) and its lock file.
 #
 # requirements.lock pins every runtime dependency of pyproject.toml ([project].dependencies,
 # transitively; not the dev extras) with hashes. `make lock` regenerates it with pip-compile from
@@ -57,7 +57,7 @@ lock: $(LOCK_STAMP)
 
 # The image, built with buildah (installed from Debian's packages when missing). BASE_IMAGE=auto takes
 # the Dockerfile's pinned official base when it is here or can be pulled, else the local base of
-# `make image-base`; name any other Python 3.11 base to use it. docs/image.md says more.
+# `make image-base`; name any other Python 3.11 base to use it. docs/how-to/image.md says more.
 IMAGE ?= localhost/bundle-operator:dev
 BASE_IMAGE ?= auto
 

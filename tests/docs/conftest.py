@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -39,7 +39,7 @@ def open_scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
     """``open_scene(scene, page)``: a scene for one page's blocks, stopped after the test."""
     with ExitStack() as stack:
 
-        def opened(name: str, page: str) -> Scene:
+        def opened(name: str, page: str, *, operator_env: Mapping[str, str] | None = None) -> Scene:
             if name == "checkout":
                 return scenes.checkout(tmp_path / "checkout")
             scene = scenes.offline(tmp_path / name)
@@ -75,6 +75,7 @@ def open_scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
                 solo_operator(
                     cluster.kubeconfig, platform.url, log, namespace,
                     extra=("--platform-token-file", str(token_file)),
+                    env=dict(operator_env or {}),
                 )
             )  # fmt: skip
             scene.env["KUBECONFIG"] = str(kubeconfig)

@@ -6,9 +6,10 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from bundle_operator.devcluster.binaries import find_kubectl
 
@@ -36,7 +37,8 @@ class Scene:
 
 
 # ``open_scene(scene, page)``, the fixture of tests/docs/conftest.py.
-OpenScene = Callable[[str, str], Scene]
+class OpenScene(Protocol):
+    def __call__(self, name: str, page: str, *, operator_env: Mapping[str, str] | None = None) -> Scene: ...
 
 
 def tools_dir(folder: Path) -> Path:

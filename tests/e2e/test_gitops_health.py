@@ -172,7 +172,7 @@ def test_argo_cd_and_kstatus_read_what_the_operator_reports(
         "installation ready": ("Healthy", "Current"),
         "installation stalled": ("Degraded", "Failed"),
         # kstatus has no suspended state: with writes held back the object is not Ready, so a
-        # Flux health check waits (docs/gitops.md says so).
+        # Flux health check waits (docs/how-to/gitops.md says so).
         "installation suspended": ("Suspended", "InProgress"),
         # Waiting for a person, like a suspension: Argo CD shows it Suspended, kstatus in progress.
         "installation awaiting approval": ("Suspended", "InProgress"),
@@ -184,7 +184,7 @@ def test_argo_cd_and_kstatus_read_what_the_operator_reports(
 
 
 def test_the_documented_health_check_is_the_tested_one() -> None:
-    """docs/gitops.md embeds the script for argocd-cm; it must be the file the test runs."""
+    """docs/how-to/gitops.md embeds the script for argocd-cm; it must be the file the test runs."""
     text = GITOPS_DOC.read_text()
     script = HEALTH_LUA.read_text()
     blocks = re.findall(

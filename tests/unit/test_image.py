@@ -13,6 +13,7 @@ import argparse
 import json
 import re
 import shlex
+import subprocess
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -317,7 +318,7 @@ def documented_platform_commands() -> list[tuple[Path, list[str]]]:
 
 
 def test_the_documented_platform_command_parses() -> None:
-    """`bundlectl platform serve ...` as the Dockerfile and docs/image.md give it, by bundlectl's parser."""
+    """`bundlectl platform serve ...` as the Dockerfile and docs/how-to/image.md give it, by its parser."""
     scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
     assert scripts["bundlectl"] == "bundle_operator.cli:main"
     commands = documented_platform_commands()
@@ -326,6 +327,50 @@ def test_the_documented_platform_command_parses() -> None:
         args = cli.build_parser().parse_args(argv)
         assert args.host == "0.0.0.0", f"{path.name}: listen beyond the container's loopback"
         assert str(args.db).startswith("/data/"), f"{path.name}: the database in the writable /data"
+
+
+def page_blocks() -> list[list[list[str]]]:
+    """The sh blocks docs/how-to/image.md hands to this test, each a list of commands as words."""
+    marker = "<!-- scene: tested-by tests/unit/test_image.py -->\n```sh\n"
+    blocks: list[list[list[str]]] = []
+    for body in re.findall(re.escape(marker) + r"(.*?)^```", DOCS.read_text(), re.MULTILINE | re.DOTALL):
+        joined = re.sub(r"\\\n\s*", " ", body)
+        lines = (line.strip() for line in joined.splitlines())
+        commands = [line for line in lines if line and not line.startswith("#")]
+        blocks.append([shlex.split(line, comments=True) for line in commands])
+    return blocks
+
+
+def test_the_documented_make_lines_build_what_they_say() -> None:
+    """Each `make image...` line of the page runs scripts/image.py with the target and values shown."""
+    makes = [words for block in page_blocks() for words in block if words[0] == "make"]
+    assert {words[1] for words in makes} == {"image", "image-base"}
+    for words in makes:
+        argv = ["make", "-n", *words[1:]]
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True)
+        (recipe,) = [line for line in done.stdout.splitlines() if "scripts/image.py" in line]
+        assert recipe.endswith("scripts/image.py " + ("build" if words[1] == "image" else "base")), recipe
+        for setting in words[2:]:
+            assert setting in recipe.split(), f"{setting} does not reach the build: {recipe}"
+
+
+def test_the_documented_run_commands_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's `podman run` lines give the image arguments its entrypoint (or bundlectl) accepts."""
+    monkeypatch.delenv(ENV_TOKEN, raising=False)
+    monkeypatch.delenv(ENV_URL, raising=False)
+    runs = [words for block in page_blocks() for words in block if words[:2] == ["podman", "run"]]
+    assert len(runs) == 2
+    for words in runs:
+        image = next(i for i, word in enumerate(words) if word.startswith("localhost/bundle-operator:"))
+        if "--entrypoint" in words:
+            assert words[words.index("--entrypoint") + 1] == "bundlectl"
+            args = cli.build_parser().parse_args(words[image + 1 :])
+            assert args.host == "0.0.0.0" and str(args.db).startswith("/data/")
+        else:
+            parser = argparse.ArgumentParser(prog="python -m bundle_operator")
+            run_options.add_arguments(parser)
+            options = run_options.options_from(parser.parse_args(words[image + 1 :]))
+            assert options.namespaces and not options.all_namespaces
 
 
 # --- .dockerignore --------------------------------------------------------------------------------
