@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -199,6 +199,23 @@ def stub_issuer(tmp: Path, path: str = "") -> Iterator[StubIssuer]:
                 return
             extra = issuer.keys_headers if path == issuer.keys_path else {}
             self.answer(200, json.dumps(body).encode(), {"Content-Type": "application/json", **extra})
+
+        def do_POST(self) -> None:
+            # The token endpoint's client-credentials grant (RFC 6749 §4.4), for pages that show a
+            # client getting a token: any client is accepted, its id becomes the token's subject,
+            # and RFC 8707's ``resource`` its audience.
+            issuer = state["issuer"]
+            length = int(self.headers.get("Content-Length") or 0)
+            form = dict(parse_qsl(self.rfile.read(length).decode()))
+            if urlsplit(self.path).path != "/token" or form.get("grant_type") != "client_credentials":
+                self.answer(400, b'{"error": "unsupported_grant_type"}')
+                return
+            user = self.headers.get("Authorization", "").removeprefix("Basic ")
+            client = base64.b64decode(user).decode().split(":")[0] if user else form.get("client_id", "")
+            scope = form.get("scope", "")
+            token = issuer.token(client or "client", audience=form.get("resource", issuer.url), scopes=scope)
+            body = {"access_token": token, "token_type": "Bearer", "expires_in": 300, "scope": scope}
+            self.answer(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
     with https_server(Handler, tls) as port:
         keys = [new_key("RS256"), new_key("ES256"), new_key("EdDSA")]

@@ -21,6 +21,8 @@ from tests.docs.scenes import OpenScene, Scene
 from tests.e2e.conftest import GITHUB_FILES
 from tests.e2e.operator_harness import solo_operator
 from tests.integration.platform.platform_harness import TOKEN, GitHubStub, github_stub, start_platform
+from tests.mcp_members import Members, members_thread
+from tests.oauth_issuer import StubIssuer, stub_issuer
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +30,20 @@ def docs_github() -> Iterator[GitHubStub]:
     """The GitHub stand-in the e2e platform uses, serving the examples' SKILL.md files."""
     with github_stub(GITHUB_FILES) as stub:
         yield stub
+
+
+@pytest.fixture(scope="session")
+def docs_members() -> Iterator[Members]:
+    """Two MCP servers a page's gateway can serve: the e2e tests' weather and notes members."""
+    with members_thread() as members:
+        yield members
+
+
+@pytest.fixture(scope="session")
+def docs_issuer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubIssuer]:
+    """An OAuth issuer on loopback (HTTPS with its own CA) whose token endpoint mints tokens."""
+    with stub_issuer(tmp_path_factory.mktemp("docs-issuer")) as issuer:
+        yield issuer
 
 
 def _slug(text: str) -> str:
@@ -47,12 +63,24 @@ def open_scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
             if name == "offline":
                 return scene
             github: GitHubStub = request.getfixturevalue("docs_github")
+            members: Members = request.getfixturevalue("docs_members")
+            issuer: StubIssuer = request.getfixturevalue("docs_issuer")
+            ca_file = str(issuer.tls.ca_file)
             platform = start_platform(
                 tmp_path / "platform.db", "--token", TOKEN, "--github-base-url", github.url,
-                log=tmp_path / "platform.log",
+                "--allow-private-issuers", log=tmp_path / "platform.log", env={"SSL_CERT_FILE": ca_file},
             )  # fmt: skip
             stack.callback(platform.stop)
             scene.env.update({"BUNDLE_PLATFORM_URL": platform.url, "BUNDLE_PLATFORM_TOKEN": TOKEN})
+            # What gateway pages need besides the platform: MCP servers to serve, an OAuth issuer.
+            scene.env.update(
+                {
+                    "WEATHER_MCP_URL": members.url("weather"),
+                    "NOTES_MCP_URL": members.url("notes"),
+                    "OAUTH_ISSUER_URL": issuer.url,
+                    "OAUTH_CA_FILE": ca_file,
+                }
+            )
             scene.notes.append(f"platform log: {platform.log}")
             if name == "platform":
                 return scene

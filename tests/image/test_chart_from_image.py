@@ -12,6 +12,8 @@ configuration with nothing but the chart's RBAC, and an example installation mus
 from __future__ import annotations
 
 import secrets
+import shlex
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +32,9 @@ pytestmark = pytest.mark.image
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "k8s"
+# The page whose install block this module runs, command by command (see test_the_getting_started_page).
+PAGE = ROOT / "docs" / "getting-started" / "cluster.md"
+PAGE_BLOCK = "<!-- scene: tested-by tests/image/test_chart_from_image.py -->"
 IMAGE_VALUES = CI / "image-values.yaml"
 WORKLOADS = ("Deployment", "StatefulSet")
 
@@ -48,9 +53,10 @@ class Release:
         [found] = [d for d in self.docs if d["kind"] == kind]
         return found
 
-    def apply(self) -> None:
+    def apply(self, *, create_namespace: bool = True) -> None:
         kubectl = self.cluster.kubectl
-        kubectl.run("create", "namespace", self.namespace)
+        if create_namespace:
+            kubectl.run("create", "namespace", self.namespace)
         objects = [d for d in self.docs if d["kind"] not in (*WORKLOADS, "CustomResourceDefinition")]
         kubectl.apply(yaml.safe_dump_all(objects))
 
@@ -81,14 +87,15 @@ class Release:
 def deploy(image_cluster: Cluster, image: str, helm: Path, tmp_path: Path) -> Iterator[Any]:  # noqa: F811
     releases: list[Release] = []
 
-    def make(release: str, values: dict[str, Any]) -> Release:
+    def make(release: str, values: dict[str, Any], namespace: str | None = None) -> Release:
         github = {
             "embeddedPlatform": {"extraArgs": [f"--github-base-url=http://{GITHUB_HOST}:{GITHUB_PORT}"]}
         }
+        namespace = namespace or release
         docs = render(
-            helm, IMAGE_VALUES, overrides=github | values, tmp=tmp_path, release=release, namespace=release
+            helm, IMAGE_VALUES, overrides=github | values, tmp=tmp_path, release=release, namespace=namespace
         )
-        made = Release(image_cluster, image, docs, release)
+        made = Release(image_cluster, image, docs, namespace)
         releases.append(made)
         return made
 
@@ -271,3 +278,51 @@ def test_two_replicas_elect_one_leader_and_the_standby_takes_over(
     wait_installed(kubectl, "ha-2")
     assert standby.probe("readinessProbe")
     assert_clean_run(standby)
+
+
+def page_commands() -> list[list[str]]:
+    """The commands of the page's block this test runs, each split as the shell would split it."""
+    lines = PAGE.read_text(encoding="utf-8").splitlines()
+    start = lines.index(PAGE_BLOCK) + 2  # past the comment and the opening fence
+    end = lines.index("```", start)
+    text = "\n".join(lines[start:end]).replace("\\\n", " ")
+    return [shlex.split(line) for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_the_getting_started_page_installs_the_chart_and_the_example(
+    deploy: Any, image_cluster: Cluster
+) -> None:
+    """docs/getting-started/cluster.md's demo, command by command: kubectl runs as written (from the
+    repository root); `helm install` is the chart rendered with the page's release and namespace and
+    run by the stand-in kubelet; `rollout status` waits for that operator pod to be ready."""
+    kubectl = image_cluster.kubectl
+    release: Release | None = None
+    operator: Pod | None = None
+    printed = ""
+    for argv in page_commands():
+        match argv:
+            case ["helm", "install", name, "charts/bundle-operator", "-n", namespace]:
+                release = deploy(name, {}, namespace=namespace)
+                release.apply(create_namespace=False)
+                release.start_platform()
+                operator = release.pod("Deployment").start()
+            case ["kubectl", "-n", namespace, "rollout", "status", deployment, *_]:
+                assert release is not None and operator is not None, "rollout status before helm install"
+                assert namespace == release.namespace
+                assert deployment == f"deployment/{release.workload('Deployment')['metadata']['name']}"
+                operator.wait_ready()
+            case ["kubectl", *args]:
+                done = subprocess.run(
+                    kubectl.command(*args), cwd=ROOT, capture_output=True, text=True, timeout=330, check=False
+                )
+                assert done.returncode == 0, f"{shlex.join(argv)} exited {done.returncode}: {done.stderr}"
+                printed = done.stdout
+            case _:
+                pytest.fail(f"{PAGE.name} shows a command this test cannot run: {shlex.join(argv)}")
+    assert release is not None and operator is not None, f"{PAGE.name} installs no chart"
+    # The page's last command shows the installation Ready, as the text after the block says.
+    rows = [line.split() for line in printed.splitlines()]
+    assert ["bundleinstallation.bundle-operator.dev/github-triage", "True", "Installed", "1.4.0"] in [
+        row[:4] for row in rows
+    ], printed
+    assert_clean_run(operator)
