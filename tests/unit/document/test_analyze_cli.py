@@ -309,12 +309,12 @@ def test_output_is_whole_json_even_where_stdout_cannot_encode_the_text(
 
 
 def analyze_section() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("### Analyze a bundle without a platform")
-    return text[start : text.index("\n### ", start + 1)]
+    text = (ROOT / "docs" / "concepts" / "bundles.md").read_text()
+    start = text.index("### The JSON output")
+    return text[start : text.index("\n## ", start + 1)]
 
 
-def test_readme_says_which_issues_have_no_path() -> None:
+def test_the_docs_say_which_issues_have_no_path() -> None:
     section = " ".join(analyze_section().split())
     assert "An issue with no place in the document has `path: null`" in section
     assert "a YAML or JSON syntax error" in section
