@@ -1,18 +1,28 @@
-"""Shown console output against printed output: `...` lines, `<...>` wildcards, trailing spaces."""
+"""Shown console output against printed output: `...` lines, `<...>` wildcards, trailing spaces, and
+runs of two or more spaces (table columns) as wide as they come."""
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 ANY_LINES = "..."
 ANY_TEXT = "<...>"
+# kubectl and bundlectl pad table columns to their widest cell, which an age or an id moves: a page
+# shows the table aligned as printed once, and any run of two or more spaces matches any other.
+_COLUMN_GAP = re.compile(r" {2,}")
+
+
+def _columns(line: str) -> str:
+    return _COLUMN_GAP.sub("  ", line.rstrip())
 
 
 def line_matches(shown: str, printed: str) -> bool:
-    """One shown line against one printed line; each ``<...>`` stands for any text in the line."""
-    shown, printed = shown.rstrip(), printed.rstrip()
+    """One shown line against one printed line; each ``<...>`` stands for any text in the line, and
+    a run of two or more spaces for any such run."""
+    shown, printed = _columns(shown), _columns(printed)
     pieces = shown.split(ANY_TEXT)
     if len(pieces) == 1:
         return shown == printed

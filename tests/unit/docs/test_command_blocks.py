@@ -117,6 +117,14 @@ def test_wildcards_match_any_text_within_a_line() -> None:
     assert not line_matches("a<...>a", "a")  # the two ends may not share a character
 
 
+def test_table_columns_match_however_wide_their_gaps_are() -> None:
+    shown = "github-triage   True    Installed   <...>   acme"
+    assert line_matches(shown, "github-triage   True    Installed   12s   acme")
+    assert line_matches(shown, "github-triage     True      Installed      3m4s   acme")
+    assert not line_matches(shown, "github-triage True Installed 12s acme")  # one space is no column gap
+    assert not line_matches(shown, "github-triage   False   Installed   12s   acme")
+
+
 def test_trailing_spaces_and_trailing_blank_lines_do_not_count() -> None:
     assert mismatch(["KIND  KEY   "], ["KIND  KEY", "", ""]) is None
 
