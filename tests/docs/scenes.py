@@ -21,7 +21,12 @@ CHECKOUT_WRITABLE = ("tmp/",)
 # Written by any Python or tool run, not by the page's commands.
 _CHECKOUT_NOISE = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis")
 # Variables of the developer's shell that would point a page's commands elsewhere.
-_DROPPED = ("BUNDLE_PLATFORM_URL", "BUNDLE_PLATFORM_TOKEN", "KUBECONFIG", "VIRTUAL_ENV")
+# A developer's platform and cluster, and the outer make's state: under `make test`, a page's `make`
+# would otherwise run as a sub-make and print "Entering directory" lines the page does not show.
+_DROPPED = (
+    "BUNDLE_PLATFORM_URL", "BUNDLE_PLATFORM_TOKEN", "KUBECONFIG", "VIRTUAL_ENV",
+    "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR",
+)  # fmt: skip
 
 
 @dataclass
