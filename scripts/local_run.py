@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -51,6 +52,8 @@ RUN_DIR = ROOT / "tmp" / "run"
 DEVCLUSTER_DIR = RUN_DIR / "devcluster"
 PLATFORM_DB = RUN_DIR / "platform.db"
 OPERATOR_LOG = RUN_DIR / "operator.log"
+# What a second shell sources to reach this run's cluster and platform (the port is new every run).
+ENV_FILE = RUN_DIR / "env"
 CRDS = ROOT / "crds"
 EXAMPLES = ROOT / "examples" / "k8s"
 ENVTEST = ROOT / "tests" / "envtest"
@@ -318,6 +321,9 @@ def main() -> int:
             raise Failed(str(error)) from None
         say(f"platform: {platform.url} (data in {PLATFORM_DB}, GitHub stand-in at {standin.url})")
 
+        ENV_FILE.write_text(
+            f"export KUBECONFIG={shlex.quote(kubeconfig)}\nexport BUNDLE_PLATFORM_URL={platform.url}\n"
+        )
         apply_crds(kubectl)
 
         operator = OperatorProcess(kubeconfig, platform.url, OPERATOR_LOG)
@@ -343,7 +349,7 @@ def main() -> int:
             return 0
         say(
             "\nEverything keeps running. In another shell:\n"
-            f"  export KUBECONFIG={kubeconfig}\n"
+            f"  . {ENV_FILE.relative_to(ROOT)}    # KUBECONFIG and BUNDLE_PLATFORM_URL of this run\n"
             f"  kubectl get bi -n {NAMESPACE} -o yaml\n"
             f"  tail -f {OPERATOR_LOG}\n"
             "Ctrl-C stops it all."
