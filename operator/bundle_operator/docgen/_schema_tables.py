@@ -64,7 +64,7 @@ def code(value: object) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
+_TICKS = re.compile(r"`+")
 _SPECIAL = re.compile(r"([\\`*_\[\]{}|])")
 
 
@@ -72,12 +72,34 @@ def escape(text: str) -> str:
     """Plain text as Markdown that shows it as written; backtick code spans stay code."""
     out: list[str] = []
     last = 0
-    for match in _SPAN.finditer(text):
-        out.append(_escape_plain(text[last : match.start()]))
-        out.append(match.group(0))
-        last = match.end()
+    for start, end in code_spans(text):
+        out.append(_escape_plain(text[last:start]))
+        out.append(text[start:end])
+        last = end
     out.append(_escape_plain(text[last:]))
     return "".join(out)
+
+
+def code_spans(text: str) -> list[tuple[int, int]]:
+    """Where the code spans are: a run of backticks up to the next run of the same length, with
+    something between them (as Markdown reads them); one pass over the runs, whatever the text."""
+    runs = [(match.start(), match.end()) for match in _TICKS.finditer(text)]
+    following: list[int | None] = [None] * len(runs)  # the next run of the same length, by index
+    latest: dict[int, int] = {}
+    for index in range(len(runs) - 1, -1, -1):
+        length = runs[index][1] - runs[index][0]
+        following[index] = latest.get(length)
+        latest[length] = index
+    spans: list[tuple[int, int]] = []
+    index = 0
+    while index < len(runs):
+        closing = following[index]
+        if closing is None:
+            index += 1
+            continue
+        spans.append((runs[index][0], runs[closing][1]))
+        index = closing + 1
+    return spans
 
 
 def _escape_plain(text: str) -> str:

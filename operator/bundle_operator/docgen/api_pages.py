@@ -10,6 +10,7 @@ from bundle_operator.docgen._schema_tables import (
     Schema,
     anchor,
     code,
+    code_spans,
     escape,
     field_type,
     one_line,
@@ -20,7 +21,6 @@ from bundle_operator.platform.openapi_build import build
 
 # pydantic names a generic page model Page_<Item>_; all share one shape, described once.
 _PAGE = re.compile(r"^Page_(?P<item>.+)_$")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 
 
 def schema_anchor(name: str) -> str:
@@ -53,10 +53,10 @@ def _markdown(text: str) -> str:
     joined = "\n".join(lines)
     out: list[str] = []
     last = 0
-    for match in _CODE_SPAN.finditer(joined):
-        out.append(joined[last : match.start()].replace("<", "&lt;").replace(">", "&gt;"))
-        out.append(match.group(0))
-        last = match.end()
+    for start, end in code_spans(joined):
+        out.append(joined[last:start].replace("<", "&lt;").replace(">", "&gt;"))
+        out.append(joined[start:end])
+        last = end
     out.append(joined[last:].replace("<", "&lt;").replace(">", "&gt;"))
     return "".join(out).strip() + "\n"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 # crdgen appends a field's default to its description ("... Default: 5m."): kubectl explain shows
 # it there; the page shows it in the default column.
-_DEFAULT = re.compile(r"\s*Default: (?P<value>[^\s].*?)\.$", re.DOTALL)
+# How crdgen ends a description that states the field's default: "... Default: <value>."
+_DEFAULT = "Default: "
 
 _ENDPOINT_EXAMPLE = """\
 # An installation's gateway as an MCP endpoint; the operator writes its URL and API key to the
@@ -38,9 +38,12 @@ def _lift_defaults(schema: Any) -> Any:
         return schema
     out = {key: _lift_defaults(value) for key, value in schema.items()}
     description = out.get("description")
-    if isinstance(description, str) and (match := _DEFAULT.search(description)):
-        out["description"] = description[: match.start()]
-        out.setdefault("default", match["value"])
+    at = description.rfind(_DEFAULT) if isinstance(description, str) and description.endswith(".") else -1
+    if isinstance(description, str) and at >= 0:
+        value = description[at + len(_DEFAULT) : -1]
+        if value and not value[0].isspace():
+            out["description"] = description[:at].rstrip()
+            out.setdefault("default", value)
     return out
 
 

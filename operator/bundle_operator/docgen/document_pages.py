@@ -157,19 +157,21 @@ _BOUNDS = (
 )
 
 
-# Words that are names or syntax, shown as code: placeholders, <parts>, patterns, flags, snake_case.
-_CODE_WORD = re.compile(
-    r"\S*(?:\$\{|\{\{|<\w+>|\[\S*\]|__)\S*|--[a-z][\w-]*|[a-z]+(?:_[a-z0-9]+)+|spec\.[\w.]+"
-)
-_EDGE = re.compile(r"^(\(?)(.*?)([.,;:)]*)$")
+# Words that are names or syntax, shown as code: a word holding a placeholder, a <part>, a pattern's
+# brackets or a dunder anywhere, or one that is a flag, a snake_case name or a spec path. Anchored or
+# bounded so that no pattern backtracks over a long word.
+_CODE_MARK = re.compile(r"\$\{|\{\{|<\w+>|\[[^\[\]\s]*\]|__")
+_CODE_NAME = re.compile(r"\A(?:--[a-z][\w-]*|[a-z]+(?:_[a-z0-9]+)+|spec\.[\w.]+)\Z")
+_TRAILING = ".,;:)"
 
 
 def _word(word: str) -> str:
     """One whitespace-free word, as code when it is a name or syntax, else escaped."""
-    match = _EDGE.match(word)
-    assert match is not None  # the pattern matches any word
-    before, core, after = match.groups()
-    if core and "`" not in core and _CODE_WORD.fullmatch(core):
+    before = "(" if word.startswith("(") else ""
+    rest = word[len(before) :]
+    core = rest.rstrip(_TRAILING)
+    after = rest[len(core) :]
+    if core and "`" not in core and (_CODE_MARK.search(core) or _CODE_NAME.search(core)):
         return f"{escape(before)}`{core}`{escape(after)}"
     return escape(word)
 
