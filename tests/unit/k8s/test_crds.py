@@ -213,6 +213,11 @@ def test_endpoint_rules_keep_its_reference_and_auth_mode_and_its_name_a_url_segm
     assert node_at(endpoint, "spec.profile")["enum"] == ["Default", "ChatGPT"]
 
 
+def test_a_map_keeps_its_size_bound_so_the_api_server_refuses_a_larger_one() -> None:
+    endpoint = schema_of(load("endpoints.bundle-operator.dev.yaml"))
+    assert node_at(endpoint, "spec.auth.oauth.toolScopes")["maxProperties"] == 256
+
+
 def test_keyed_lists_are_list_maps() -> None:
     installation = schema_of(load("bundleinstallations.bundle-operator.dev.yaml"))
     setup = node_at(installation, "spec.setup")
