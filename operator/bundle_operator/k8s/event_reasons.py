@@ -77,7 +77,7 @@ PLAN_READY = EventReason(
     "PlanReady",
     "Normal",
     "BundleInstallation",
-    "with spec.approval Manual, a new plan (Install, Update or Uninstall) waits for approval",
+    "with spec.approval Manual, a new plan (Install, Update, Correct or Uninstall) waits for approval",
 )
 PLAN_APPROVED = EventReason(
     "PlanApproved",

@@ -110,7 +110,7 @@ class Metrics:
         )
         self.drifted_entities = gauge(
             "drifted_entities",
-            "Platform entities of an installation whose live state differs from the bundle.",
+            "Platform entities of an installation whose live state differs from what it last wrote.",
             ("namespace", "name"),
         )
         self.leader = gauge(
