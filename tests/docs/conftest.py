@@ -17,7 +17,8 @@ from bundle_operator.devcluster import DevCluster, Kubectl
 from tests.docs import scenes
 from tests.docs.scenes import OpenScene, Scene
 
-# The e2e tests' own control plane and CRDs (they fail with the `make envtest` hint, never skip).
+# The SKILL.md files the e2e tests' GitHub stand-in serves; the control plane, kubectl and the CRDs
+# are the session's (tests/control_plane.py), shared with the e2e tests.
 from tests.e2e.conftest import GITHUB_FILES
 from tests.e2e.operator_harness import solo_operator
 from tests.integration.platform.platform_harness import TOKEN, GitHubStub, github_stub, start_platform

@@ -6,7 +6,7 @@ then a heading one level lower for each field that has fields of its own, titled
 path. Tables are field | type | default | description, validation inside the description cell.
 ``field_rows`` gives the same fields as data (``FieldRow``), depth first, for a page laid out
 otherwise; ``render_table`` renders any list of them; ``field_type`` and ``schema_rules`` describe
-one schema (a parameter's); ``escape``, ``code`` and ``one_line`` put text in a cell.
+one schema (a parameter's); ``escape`` and ``code`` put text in a cell (with ``_cells``' helpers).
 
 ``$ref``s are followed into `defs` (or shown as links where `linker` says so); ``X or null`` reads
 as X, nullable; a union of objects (a discriminated one) is read as one object with every variant's
@@ -25,6 +25,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from bundle_operator.docgen._cells import fenced, one_line
 
 Schema = Mapping[str, Any]
 
@@ -57,11 +59,7 @@ def anchor(path: str) -> str:
 def code(value: object) -> str:
     """A value as inline code: strings as written, anything else as JSON."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if text == "":
-        return '`""`'
-    fence = "``" if "`" in text else "`"
-    pad = " " if fence == "``" else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return fenced(text) if text else '`""`'
 
 
 _TICKS = re.compile(r"`+")
@@ -105,11 +103,6 @@ def code_spans(text: str) -> list[tuple[int, int]]:
 def _escape_plain(text: str) -> str:
     text = _SPECIAL.sub(r"\\\1", text)
     return text.replace("<", "&lt;").replace(">", "&gt;")
-
-
-def one_line(text: str) -> str:
-    """Text fit for a table cell: every run of whitespace (newlines too) one space."""
-    return " ".join(text.split())
 
 
 # ------------------------------------------------------------------------------------------- walk

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from bundle_operator.docgen._cells import one_line
 from bundle_operator.docgen._schema_tables import (
     Schema,
     anchor,
@@ -13,7 +14,6 @@ from bundle_operator.docgen._schema_tables import (
     code_spans,
     escape,
     field_type,
-    one_line,
     render_fields,
     schema_rules,
 )
