@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.blocks import read_pages
+from tests.docs.blocks import page_of
 from tests.docs.runner import run_blocks
 from tests.docs.scenes import ROOT, OpenScene
 from tests.fixtures.mcpb_servers.build import McpbServers
@@ -36,7 +36,7 @@ def test_the_registry_and_mcpb_guide_runs_as_written(
     mcpb_servers: McpbServers,
     registry: StubRegistry,
 ) -> None:
-    (page,) = [page for page in read_pages(ROOT / "docs") if page.name == PAGE]
+    page = page_of(PAGE, (ROOT / "docs" / PAGE).read_text())
     blocks = page.runnable(SCENE)
     assert len(blocks) >= 12, f"{PAGE} hands this test {len(blocks)} blocks"
     # The scene's operator trusts the registry's CA alone, as the chart's operator.trustedCA makes it.

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.docs.blocks import read_pages
+from tests.docs.blocks import page_of
 from tests.docs.runner import run_blocks
 from tests.docs.scenes import ROOT, OpenScene, Scene
 
@@ -27,7 +27,7 @@ def run(scene: Scene, *argv: str) -> str:
 
 
 def test_the_upgrade_guide_runs_as_written(open_scene: OpenScene) -> None:
-    (page,) = [page for page in read_pages(ROOT / "docs") if page.name == PAGE]
+    page = page_of(PAGE, (ROOT / "docs" / PAGE).read_text())
     blocks = page.runnable(SCENE)
     assert len(blocks) == 5, f"{PAGE} hands this test {len(blocks)} blocks"
     scene = open_scene("cluster", PAGE)

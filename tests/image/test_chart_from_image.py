@@ -24,6 +24,7 @@ import yaml
 
 from bundle_operator.devcluster import Kubectl
 from bundle_operator.devcluster.kubectl import condition, wait_until
+from tests.docs.blocks import page_of
 from tests.e2e.test_chart import CI, helm, render  # noqa: F401  (helm is a fixture)
 from tests.image.conftest import GITHUB_HOST, GITHUB_PORT
 from tests.image.kubelet import Cluster, Pod
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "k8s"
 # The page whose install block this module runs, command by command (see test_the_getting_started_page).
 PAGE = ROOT / "docs" / "getting-started" / "cluster.md"
-PAGE_BLOCK = "<!-- scene: tested-by tests/image/test_chart_from_image.py -->"
+PAGE_SCENE = "tested-by tests/image/test_chart_from_image.py"
 IMAGE_VALUES = CI / "image-values.yaml"
 WORKLOADS = ("Deployment", "StatefulSet")
 
@@ -282,10 +283,8 @@ def test_two_replicas_elect_one_leader_and_the_standby_takes_over(
 
 def page_commands() -> list[list[str]]:
     """The commands of the page's block this test runs, each split as the shell would split it."""
-    lines = PAGE.read_text(encoding="utf-8").splitlines()
-    start = lines.index(PAGE_BLOCK) + 2  # past the comment and the opening fence
-    end = lines.index("```", start)
-    text = "\n".join(lines[start:end]).replace("\\\n", " ")
+    (block,) = page_of("getting-started/cluster.md", PAGE.read_text(encoding="utf-8")).runnable(PAGE_SCENE)
+    text = "\n".join(block.body).replace("\\\n", " ")
     return [shlex.split(line) for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
