@@ -24,9 +24,13 @@ least 0.85x direct (at the highest, gateway on its own CPU; the shared figure is
 A miss is reported, never an exit status: this is a benchmark, not a test. Every request goes
 only to the loopback servers this script started.
 
+With --trace the platform traces (``--otlp-endpoint``) to an OTLP receiver in this process
+(tests/otlp_receiver.py, decoding every span it gets), so the figures say what tracing costs; the
+number of spans received is printed at the end.
+
 Run: `make bench-gateway` or
 `.venv/bin/python bench/gateway.py [--calls N] [--rounds R] [--concurrency 1,16] [--mode auto|legacy]
-[--layout shared|own-cpu|both]`.
+[--layout shared|own-cpu|both] [--trace]`.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.mcp_members import members_subprocess  # noqa: E402
 from tests.oauth_issuer import StubIssuer, stub_issuer  # noqa: E402
+from tests.otlp_receiver import OtlpReceiver  # noqa: E402
 
 from bundle_operator.platform import kinds  # noqa: E402
 from bundle_operator.platform.client import PlatformClient  # noqa: E402
@@ -441,9 +446,16 @@ def main() -> int:
     parser.add_argument(
         "--rounds", type=int, default=3, help="rounds of each measurement, interleaved (default 3)"
     )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="have the platform trace to an OTLP receiver in this process (what tracing costs)",
+    )
     args = parser.parse_args()
     if args.calls < 1 or args.rounds < 1:
         parser.error("--calls and --rounds must be at least 1")
+    receiver = OtlpReceiver.start() if args.trace else None
+    traced = ("--otlp-endpoint", receiver.endpoint) if receiver is not None else ()
     with (
         tempfile.TemporaryDirectory() as folder,
         members_subprocess() as members,
@@ -455,6 +467,7 @@ def main() -> int:
                 "--discovery-interval",
                 "3600",
                 "--allow-private-issuers",
+                *traced,
                 env={"SSL_CERT_FILE": str(issuer.tls.ca_file)},
             )
         except RuntimeError as exc:
@@ -469,6 +482,11 @@ def main() -> int:
         finally:
             server.stop()
     print(last)
+    if receiver is not None:
+        spans = receiver.spans()
+        calls = sum(1 for span in spans if span.name == "tools/call weather__echo")
+        print(f"tracing on: {len(spans)} spans received, {calls} of them tools/call weather__echo")
+        receiver.stop()
     return 0
 
 

@@ -32,6 +32,8 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from bundle_operator.telemetry import tracing
+
 _METHOD = "tools/call"
 _SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 _PARAM_PREFIX = "mcp-param-"
@@ -51,7 +53,8 @@ class DirectCall:
     name: str
     arguments: dict[str, Any]
     # What the member is sent besides: the client's answers to input requests, the state it echoes,
-    # and the capabilities it declared, so that the member asks it what it would ask directly.
+    # the capabilities it declared, so that the member asks it what it would ask directly, and the
+    # trace-context keys of its ``_meta``.
     carried: dict[str, Any] = field(default_factory=dict)
 
 
@@ -96,6 +99,9 @@ def direct_call(request: web.Request, body: bytes | None, decoded: Any, max_body
     carried = {key: raw[key] for key in _CARRIED if isinstance(raw, dict) and key in raw}
     if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
         carried["capabilities"] = meta[CLIENT_CAPABILITIES_META_KEY]
+    # The client's trace context (SEP-414): the call's span continues it (gateway_spans.py).
+    if isinstance(meta, dict) and (traced := tracing.trace_meta(meta)):
+        carried["meta"] = traced
     return DirectCall(
         decoded["id"], route.protocol_version, params.name, dict(params.arguments or {}), carried
     )

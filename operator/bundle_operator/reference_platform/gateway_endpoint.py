@@ -36,17 +36,20 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry.context import Context
 
 from bundle_operator.document.issues import cut_short
 from bundle_operator.document.prompt_text import placeholder_names, render
 from bundle_operator.reference_platform.asgi_bridge import AsgiApp, Message, Receive, Send
 from bundle_operator.reference_platform.gateway_answers import ChoosingSessionManager, can_answer_plainly
 from bundle_operator.reference_platform.gateway_oauth import Principal, principal_of, tool_allowed
+from bundle_operator.reference_platform.gateway_spans import parent_of, serving
 from bundle_operator.reference_platform.gateway_view import OWN_RESOURCE_PREFIX, EndpointView, Served
 from bundle_operator.reference_platform.member_forward import as_written
 from bundle_operator.reference_platform.member_link import MemberLink
 from bundle_operator.reference_platform.member_relay import Route
 from bundle_operator.reference_platform.session_task import AnnouncingServer, ManagerTask, keep_legacy_session
+from bundle_operator.telemetry import tracing
 
 log = logging.getLogger("bundle_operator.platform.gateway")
 
@@ -84,6 +87,10 @@ class Upstream(Protocol):
         name: str,
         arguments: dict[str, Any],
         relayed: Relayed | None = None,
+        *,
+        parent: Context | None = None,
+        request_id: str | int | None = None,
+        session_id: str | None = None,
     ) -> types.CallToolResult | dict[str, Any]: ...
 
     async def on_member(
@@ -145,7 +152,9 @@ def _passed_meta(meta: Any) -> dict[str, Any]:
     """The entries of a request's ``_meta`` that go to the member unchanged."""
     if not isinstance(meta, dict):
         return {}
-    passed = {key: meta[key] for key in (LOG_LEVEL_META_KEY,) if key in meta}
+    # The trace-context keys too (SEP-414): gateway_spans.member_meta decides what the member gets.
+    passed: dict[str, Any] = {key: meta[key] for key in (LOG_LEVEL_META_KEY,) if key in meta}
+    passed.update(tracing.trace_meta(meta))
     token = _progress_token(meta)
     if token is not None:
         passed["progressToken"] = token
@@ -299,6 +308,8 @@ class GatewayEndpoint:
         add("prompts/get", types.GetPromptRequestParams, self._get_prompt)
         add("resources/read", types.ReadResourceRequestParams, self._read_resource)
         self.server.middleware.insert(0, self._remember_session)
+        if tracing.enabled():
+            self.server.middleware.insert(0, self._traced)
         # Answers stream (SSE) so that a member's progress, logs and requests reach the caller
         # mid-call, unless the door chose one JSON body for a request that cannot need a stream
         # (gateway_answers.py); plain tool calls on the 2026-07-28 wire take the door's JSON path
@@ -320,6 +331,23 @@ class GatewayEndpoint:
         """Stop serving; open sessions end."""
         if self.manager_task is not None:
             await self.manager_task.close()
+
+    async def _traced(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        # A span for each request but tools/call, which the gateway's call_tool spans on either path.
+        if ctx.method == "tools/call" or ctx.request_id is None:
+            return await call_next(ctx)
+        name = ctx.params.get("name") if ctx.params else None
+        target = name if isinstance(name, str) else None
+        with serving(
+            self.view,
+            ctx.method,
+            shown(target) if target is not None else None,
+            known=target in self.view.own_prompts or target in self.view.member_prompts,
+            parent=parent_of(ctx.meta, ctx.request),
+            request_id=ctx.request_id,
+            session_id=self._session_id(ctx),
+        ):
+            return await call_next(ctx)
 
     async def _remember_session(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -469,7 +497,14 @@ class GatewayEndpoint:
     ) -> types.CallToolResult | dict[str, Any]:
         view = await self.gateway.current(self)
         return await self.gateway.call_tool(
-            view, principal_of(ctx.request), params.name, params.arguments or {}, self._relayed(ctx, params)
+            view,
+            principal_of(ctx.request),
+            params.name,
+            params.arguments or {},
+            self._relayed(ctx, params),
+            parent=parent_of(ctx.meta, ctx.request),
+            request_id=ctx.request_id,
+            session_id=self._session_id(ctx),
         )
 
     # --- prompts -------------------------------------------------------------------------------

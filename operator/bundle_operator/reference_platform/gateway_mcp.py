@@ -19,7 +19,7 @@ import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -32,6 +32,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.exceptions import MCPError
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry.context import Context
 
 from bundle_operator.reference_platform.asgi_bridge import serve_asgi
 from bundle_operator.reference_platform.gateway_answers import answering
@@ -67,6 +68,16 @@ from bundle_operator.reference_platform.gateway_oauth import (
     tool_allowed,
 )
 from bundle_operator.reference_platform.gateway_rules import MAX_PRESENTED_NAME
+from bundle_operator.reference_platform.gateway_spans import (
+    TRACE_CONTEXT,
+    forwarding,
+    member_meta,
+    outcome,
+    parent_of,
+    refused,
+    request_context,
+    serving,
+)
 from bundle_operator.reference_platform.gateway_stepup import needs_scopes, refused_tool, step_up
 from bundle_operator.reference_platform.gateway_view import EndpointView, Served, endpoint_view
 from bundle_operator.reference_platform.member_forward import (
@@ -81,6 +92,7 @@ from bundle_operator.reference_platform.member_subscriptions import Subscription
 from bundle_operator.reference_platform.problems import ApiError
 from bundle_operator.reference_platform.stdio_loopback import unavailable_of
 from bundle_operator.reference_platform.storage import Store
+from bundle_operator.telemetry import tracing
 
 log = logging.getLogger("bundle_operator.platform.gateway")
 
@@ -203,8 +215,9 @@ class Gateway:
         forwarded = await self._forward(link, member, tool, arguments, carried)
         if forwarded is not None:
             return forwarded
+        meta = _sdk_meta((carried or {}).get("meta"))
         result: types.CallToolResult = await self.on_member(
-            link, member, lambda client: client.call_tool(tool, arguments)
+            link, member, lambda client: client.call_tool(tool, arguments, meta=meta)
         )
         return as_written(result)
 
@@ -267,7 +280,8 @@ class Gateway:
         if not route.modern and not route.streamed:
             # A caller that cannot be asked anything and gave no progress token: the member is sent
             # the call as the direct path sends it, and its log messages go to the caller's session.
-            plain = {"capabilities": {}, "meta": {LOG_LEVEL_META_KEY: "debug"}}
+            sent = {LOG_LEVEL_META_KEY: "debug", **tracing.trace_meta(relayed.meta)}
+            plain = {"capabilities": {}, "meta": sent}
             forwarded = await self._forward(link, member, tool, arguments, plain, route.notified)
             if forwarded is not None:
                 return forwarded
@@ -280,6 +294,7 @@ class Gateway:
             if forwarded is not None:
                 return forwarded
         progress = route.progress if relayed.progress else None
+        meta = _sdk_meta(relayed.meta)
 
         async def action(client: Client) -> dict[str, Any]:
             if route.modern:
@@ -289,10 +304,11 @@ class Gateway:
                     progress_callback=progress,
                     input_responses=relayed.input_responses,
                     request_state=relayed.request_state,
+                    meta=meta,
                     allow_input_required=True,
                 )
             else:
-                answer = await client.call_tool(tool, arguments, progress_callback=progress)
+                answer = await client.call_tool(tool, arguments, progress_callback=progress, meta=meta)
             return as_written(answer)
 
         result: dict[str, Any] = await self.on_member(link, member, action, route)
@@ -334,9 +350,10 @@ class Gateway:
         """Take a session's subscription off a URI (nothing when it had none)."""
         await self.subscriptions.unsubscribe(uri, key)
 
-    def audit(self, call: AuditCall, outcome: str, error: str | None) -> None:
-        """Record one tool call (never its arguments)."""
-        self.audit_log.record(call, outcome, error)
+    def audit(self, call: AuditCall, result: str, error: str | None) -> None:
+        """Record one tool call (never its arguments), and its outcome on the current span."""
+        self.audit_log.record(call, result, error)
+        outcome(result, error)
 
     async def _announce(self) -> None:
         while True:
@@ -355,7 +372,14 @@ class Gateway:
     # --- the HTTP door -------------------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        """Serve one HTTP request to ``{public path}/{name}/mcp``."""
+        """Serve one HTTP request to ``{public path}/{name}/mcp``; a refusal fails the request's span."""
+        try:
+            return await self._handle(request)
+        except ApiError as exc:
+            refused(exc.code, exc.detail)
+            raise
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         self._check_host(request)
         if request.method not in METHODS:
             raise ApiError(
@@ -413,7 +437,7 @@ class Gateway:
                 live.owners.recording(live.manager.handle_request, principal.who),
                 request,
                 body=body,
-                state={PRINCIPAL: principal},
+                state={PRINCIPAL: principal, TRACE_CONTEXT: request_context()},
                 user=_sdk_user(principal),
             ),
         )
@@ -442,7 +466,15 @@ class Gateway:
     ) -> web.Response:
         live.view = view
         try:
-            result = await self.call_tool(view, principal, call.name, call.arguments, carried=call.carried)
+            result = await self.call_tool(
+                view,
+                principal,
+                call.name,
+                call.arguments,
+                carried=call.carried,
+                parent=parent_of(call.carried.get("meta")),
+                request_id=call.request_id,
+            )
         except Exception as exc:
             return failure(call, exc)
         return answer(call, result, live.server.server_info_stamp)
@@ -456,12 +488,37 @@ class Gateway:
         relayed: Relayed | None = None,
         *,
         carried: dict[str, Any] | None = None,
+        parent: Context | None = None,
+        request_id: str | int | None = None,
+        session_id: str | None = None,
     ) -> types.CallToolResult | dict[str, Any]:
         """Call the tool presented as ``name`` for ``principal``, audited; refusals are MCP errors.
 
         Through the SDK's server, ``relayed`` says where the member's messages go; on the door's
-        direct path, ``carried`` is what the client's request brings the member besides.
+        direct path, ``carried`` is what the client's request brings the member besides. While
+        tracing is on the call is a span continuing ``parent`` (gateway_spans.py).
         """
+        known = name in view.tools
+        with serving(
+            view,
+            "tools/call",
+            name if known else shown(name),
+            known=known,
+            parent=parent,
+            request_id=request_id,
+            session_id=session_id,
+        ):
+            return await self._call_tool(view, principal, name, arguments, relayed, carried)
+
+    async def _call_tool(
+        self,
+        view: EndpointView,
+        principal: Principal | None,
+        name: str,
+        arguments: dict[str, Any],
+        relayed: Relayed | None,
+        carried: dict[str, Any] | None,
+    ) -> types.CallToolResult | dict[str, Any]:
         tool = view.tools.get(name)
         call = AuditCall(view, name, tool, time.perf_counter(), principal)
         if len(name) > MAX_PRESENTED_NAME:
@@ -485,10 +542,15 @@ class Gateway:
             raise MCPError(code=types.INVALID_PARAMS, message=message)
         result: types.CallToolResult | dict[str, Any]
         try:
-            if relayed is not None:
-                result = await self.relay_member_tool(tool.link, tool.member, tool.tool, arguments, relayed)
-            else:
-                result = await self.call_member_tool(tool.link, tool.member, tool.tool, arguments, carried)
+            with forwarding(tool.member, tool.tool, tool.link):
+                if relayed is not None:
+                    result = await self.relay_member_tool(
+                        tool.link, tool.member, tool.tool, arguments, relayed
+                    )
+                else:
+                    result = await self.call_member_tool(
+                        tool.link, tool.member, tool.tool, arguments, carried
+                    )
         except MCPError as exc:
             self.audit(call, "error", exc.message)
             raise
@@ -607,6 +669,12 @@ def _catalog_resources(view: EndpointView) -> list[dict[str, str]]:
         for listing in listings
     ]
     return own + members
+
+
+def _sdk_meta(meta: dict[str, Any] | None) -> types.RequestParamsMeta | None:
+    """The trace keys a member's SDK client sends in ``_meta`` (the client adds its progress token)."""
+    sent = member_meta(tracing.trace_meta(meta))
+    return cast(types.RequestParamsMeta, sent) if sent else None
 
 
 def _reachable(link: MemberLink | None, member: str) -> MemberLink:

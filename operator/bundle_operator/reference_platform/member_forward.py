@@ -20,6 +20,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import HEADER_MISMATCH, INTERNAL_ERROR
 
+from bundle_operator.reference_platform.gateway_spans import member_headers, member_meta
 from bundle_operator.reference_platform.member_link import MEMBER_TIMEOUT, MemberLink
 
 _SERVER_INFO = "io.modelcontextprotocol/serverInfo"
@@ -93,7 +94,7 @@ class MemberForwarder:
         carried = carried or {}
         request_id = next(self._ids)
         meta = {
-            **(carried.get("meta") or {}),
+            **member_meta(carried.get("meta")),
             "io.modelcontextprotocol/protocolVersion": version,
             "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
             "io.modelcontextprotocol/clientCapabilities": carried.get("capabilities") or {},
@@ -109,6 +110,7 @@ class MemberForwarder:
             "Mcp-Method": "tools/call",
             "Mcp-Name": tool,
         }
+        member_headers(headers)
         async with self._http().post(link.url, data=json.dumps(body), headers=headers) as response:
             kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
             if kind == "text/event-stream":

@@ -2,7 +2,8 @@
 
 The span continues the caller's trace (its ``traceparent`` header) and is named by the matched
 route's template, ``GET /v1/workspaces/{workspace}/agents/{id}``, never by the concrete path, so
-span names stay few. Scrapes and health checks (``/metrics``, ``/healthz``) get none.
+span names stay few. Scrapes and health checks (``/metrics``, ``/healthz``) get none, and neither
+does the stdio bridge: the gateway's forwarding span already stands for each call through it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Final
 from aiohttp import web
 from opentelemetry.trace import SpanKind
 
+from bundle_operator.reference_platform.stdio_loopback import ROUTE_NAME as STDIO_ROUTE_NAME
 from bundle_operator.telemetry import tracing
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -32,7 +34,7 @@ def route_of(request: web.Request) -> str | None:
 @web.middleware
 async def span_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Answer the request inside a SERVER span; a 5xx answer marks the span failed."""
-    if request.path in UNTRACED:
+    if request.path in UNTRACED or request.match_info.route.name == STDIO_ROUTE_NAME:
         return await handler(request)
     method = request.method if request.method in _METHODS else "_OTHER"
     route = route_of(request)
@@ -41,6 +43,7 @@ async def span_middleware(request: web.Request, handler: Handler) -> web.StreamR
         "http.route": route,
         "url.path": request.path,
         "bundle_operator.workspace": request.match_info.get("workspace"),
+        "bundle_operator.endpoint": request.match_info.get("endpoint"),
     }
     name = f"{method} {route}" if route else method
     parent = tracing.extract(request.headers)

@@ -2,7 +2,8 @@
 
 Its tools say what a person would check of a launched server: its greeting (an env value), a
 hash of its token (a secret, never the value), where it runs and its process id; ``fail`` makes
-the process exit at once and ``steps`` reports progress and logs. Each archive gets a distinct marker, so
+the process exit at once, ``steps`` reports progress and logs, and ``trace_keys`` tells the trace
+context its call's ``_meta`` carried. Each archive gets a distinct marker, so
 a test finds its own processes in the process table by the extracted folder's path.
 """
 
@@ -50,6 +51,13 @@ def fail() -> str:
     sys.stderr.write("giving up now\\n")
     sys.stderr.flush()
     os._exit(3)
+
+
+@server.tool()
+def trace_keys(ctx: Context) -> str:
+    """The W3C trace-context keys the call's params._meta carried (SEP-414), as JSON."""
+    meta = ctx.request_context.meta or {}
+    return json.dumps({key: meta[key] for key in ("traceparent", "tracestate", "baggage") if key in meta})
 
 
 @server.tool()
