@@ -15,7 +15,7 @@ unchanged, as any proxy that does not trace would pass them on.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Final
 
 from mcp.shared.exceptions import MCPError
@@ -33,6 +33,7 @@ TRACE_CONTEXT: Final = "bundle_operator.trace_context"
 _TOOL_CALL: Final = "tools/call"
 _NAMED_BY: Final = {_TOOL_CALL: "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
 _TRACE_KEYS: Final = frozenset(tracing.META_KEYS)
+_OFF: Final = nullcontext()
 
 
 def request_context() -> otel_context.Context | None:
@@ -65,7 +66,6 @@ def endpoint_attributes(view: EndpointView) -> dict[str, tracing.AttributeValue 
     }
 
 
-@contextmanager
 def serving(
     view: EndpointView,
     method: str,
@@ -75,15 +75,27 @@ def serving(
     parent: otel_context.Context | None = None,
     request_id: str | int | None = None,
     session_id: str | None = None,
-) -> Iterator[None]:
+) -> AbstractContextManager[None]:
     """A SERVER span around one MCP request; an MCP error raised through it fails it with its code.
 
     ``target`` is the tool or prompt named; it is in the span's name only when ``known`` (one the
     bundle has), and in its attributes either way.
     """
     if not tracing.enabled():
-        yield
-        return
+        return _OFF  # no generator made per call while off
+    return _serving(view, method, target, known, parent, request_id, session_id)
+
+
+@contextmanager
+def _serving(
+    view: EndpointView,
+    method: str,
+    target: str | None,
+    known: bool,
+    parent: otel_context.Context | None,
+    request_id: str | int | None,
+    session_id: str | None,
+) -> Iterator[None]:
     attributes: dict[str, tracing.AttributeValue | None] = {
         "mcp.method.name": method,
         "jsonrpc.request.id": None if request_id is None else str(request_id),
@@ -122,12 +134,13 @@ def refused(code: str, message: str) -> None:
         tracing.fail(message)
 
 
-@contextmanager
-def forwarding(member: str, tool: str, link: MemberLink | None) -> Iterator[None]:
+def forwarding(member: str, tool: str, link: MemberLink | None) -> AbstractContextManager[None]:
     """A CLIENT span around a call handed to a member; its context is what the member is sent."""
-    if not tracing.enabled():
-        yield
-        return
+    return _OFF if not tracing.enabled() else _forwarding(member, tool, link)
+
+
+@contextmanager
+def _forwarding(member: str, tool: str, link: MemberLink | None) -> Iterator[None]:
     attributes: dict[str, tracing.AttributeValue | None] = {
         "mcp.method.name": _TOOL_CALL,
         "gen_ai.operation.name": "execute_tool",

@@ -236,3 +236,37 @@ async def test_a_member_the_platform_runs_over_stdio_continues_the_trace(
     assert forward.attributes["network.transport"] == "pipe"
     assert parent_of_traceparent(received["traceparent"]) == (trace_id, forward.span_id)
     assert received["tracestate"] == "client=1"
+
+
+async def test_each_request_of_a_session_is_a_span_under_its_own_http_request(
+    traced_api: PlatformClient, receiver: OtlpReceiver, members: Members
+) -> None:
+    url, api_key = await weather_endpoint(traced_api, members)
+    async with connect(url, api_key, "legacy") as client:
+        await client.list_tools()
+    route = "POST /mcp/{endpoint}/mcp"
+    listed = receiver.wait_for_trace(lambda spans: any(s.name == "tools/list" for s in spans))
+    opened = receiver.wait_for_trace(lambda spans: any(s.name == "initialize" for s in spans))
+    print(f"\n{OtlpReceiver.render(opened)}\n{OtlpReceiver.render(listed)}")
+    for trace, method in ((listed, "tools/list"), (opened, "initialize")):
+        http, mcp = trace
+        assert (http.name, http.kind, mcp.kind) == (route, "SERVER", "SERVER")
+        assert mcp.name == method and mcp.parent_id == http.span_id
+        assert http.attributes["bundle_operator.endpoint"] == mcp.attributes["bundle_operator.endpoint"]
+    # A later request of the session is not filed under the request that opened it.
+    assert listed[0].trace_id != opened[0].trace_id
+
+
+async def test_a_refusal_at_the_door_fails_the_requests_span_with_its_reason(
+    traced_api: PlatformClient, receiver: OtlpReceiver, members: Members
+) -> None:
+    url, _ = await weather_endpoint(traced_api, members)
+    trace_id, client_span, _ = client_context()
+    headers = {"Authorization": "Bearer not-the-key", "traceparent": f"00-{trace_id}-{client_span}-01"}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        answer = await http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert answer.status_code == 401
+    (refused,) = receiver.wait_for_trace(lambda spans: spans[0].trace_id == trace_id)
+    assert refused.parent_id == client_span and refused.status == "ERROR"
+    assert refused.attributes["error.type"] == "unauthorized"
+    assert refused.attributes["http.response.status_code"] == 401

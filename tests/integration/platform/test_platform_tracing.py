@@ -88,3 +88,17 @@ def test_without_a_traceparent_a_request_starts_a_trace_and_a_5xx_fails_it(
     assert failed.name == "GET /v1/workspaces/{workspace}/skills"
     assert failed.status == "ERROR" and failed.attributes["http.response.status_code"] == 503
     assert failed.attributes["bundle_operator.workspace"] == "team-b"
+
+
+def test_the_standard_variable_turns_tracing_on_and_spans_are_flushed_on_exit(
+    tmp_path: Path, otlp_receiver: OtlpReceiver
+) -> None:
+    # The default batch delay (5 s) is left as is: what is still queued goes out as the platform stops.
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_receiver.endpoint}
+    running = start_platform(tmp_path / "platform.db", env=env)
+    try:
+        httpx.get(f"{running.url}/v1/workspaces/team-c/skills", timeout=10).raise_for_status()
+    finally:
+        assert running.stop() == 0
+    (listed,) = otlp_receiver.wait_for_trace(lambda spans: spans[0].name.endswith("/skills"), timeout=5)
+    assert listed.name == "GET /v1/workspaces/{workspace}/skills" and listed.service == "bundle-platform"
