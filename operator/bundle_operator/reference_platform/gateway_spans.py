@@ -3,7 +3,8 @@
 Each MCP request through an endpoint is a SERVER span, ``tools/call <presented tool>`` (a method
 alone when no tool or prompt of the bundle is named: a client's made-up name never becomes a span
 name). It continues the trace the request's ``params._meta`` names (SEP-414), else the HTTP
-request's (whose span continued a ``traceparent`` header). A call handed to a member is a CLIENT
+request's (whose span continued a ``traceparent`` header); when both name one trace it nests under
+the HTTP request's span. A call handed to a member is a CLIENT
 span under it, ``tools/call <tool at the member>``, and the member is sent that span's context in
 the forwarded ``params._meta`` (and, on the gateway's own POST to an HTTP member, as headers):
 the member's parent is the gateway's forwarding span, never the client's.
@@ -20,6 +21,7 @@ from typing import Any, Final
 
 from mcp.shared.exceptions import MCPError
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from bundle_operator.reference_platform.gateway_view import EndpointView
@@ -44,17 +46,27 @@ def request_context() -> otel_context.Context | None:
 def parent_of(meta: Any, request: object = None) -> otel_context.Context | None:
     """Where an MCP request's span continues: the trace its ``_meta`` names, else the HTTP request's.
 
-    ``request`` is the SDK's request, whose ASGI state holds what the door left (``TRACE_CONTEXT``).
+    When both name one trace (a client tracing its HTTP requests too), the span nests under the
+    HTTP request's. ``request`` is the SDK's request, whose ASGI state holds what the door left
+    (``TRACE_CONTEXT``); without one, the HTTP request's context is the current one.
     """
     if not tracing.enabled():
         return None
+    if request is None:
+        http: otel_context.Context | None = otel_context.get_current()
+    else:
+        scope = getattr(request, "scope", None)
+        state = scope.get("state") if isinstance(scope, dict) else None
+        left = state.get(TRACE_CONTEXT) if isinstance(state, dict) else None
+        http = left if isinstance(left, otel_context.Context) else None
     found = tracing.extract(meta if isinstance(meta, Mapping) else None)
-    if found is not None:
-        return found
-    scope = getattr(request, "scope", None)
-    state = scope.get("state") if isinstance(scope, dict) else None
-    left = state.get(TRACE_CONTEXT) if isinstance(state, dict) else None
-    return left if isinstance(left, otel_context.Context) else None
+    if found is None or (http is not None and _trace_of(http) == _trace_of(found)):
+        return http
+    return found
+
+
+def _trace_of(context: otel_context.Context) -> int:
+    return trace.get_current_span(context).get_span_context().trace_id
 
 
 def endpoint_attributes(view: EndpointView) -> dict[str, tracing.AttributeValue | None]:

@@ -89,7 +89,8 @@ class MemberForwarder:
         ``carried`` (gateway_direct.DirectCall) brings the client's declared capabilities, its
         progress token and log level, and its answers to a member's input requests; an
         input-required result comes back as written. Notifications the member sends on the call's
-        stream before its answer (progress, log messages) go to ``on_message``.
+        stream before its answer (progress, log messages) go to ``on_message``. The member is sent
+        the current span's trace context in ``_meta`` and as headers (gateway_spans.py).
         """
         carried = carried or {}
         request_id = next(self._ids)

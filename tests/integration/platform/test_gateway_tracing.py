@@ -270,3 +270,24 @@ async def test_a_refusal_at_the_door_fails_the_requests_span_with_its_reason(
     assert refused.parent_id == client_span and refused.status == "ERROR"
     assert refused.attributes["error.type"] == "unauthorized"
     assert refused.attributes["http.response.status_code"] == 401
+
+
+async def test_a_client_tracing_its_http_requests_too_gets_the_call_nested_under_its_request(
+    traced_api: PlatformClient, receiver: OtlpReceiver, members: Members
+) -> None:
+    url, api_key = await weather_endpoint(traced_api, members)
+    trace_id, mcp_span, meta = client_context()
+    http_span = key()[:16]  # the client's HTTP request, under its MCP span, in the same trace
+    headers = {"Authorization": f"Bearer {api_key}", "traceparent": f"00-{trace_id}-{http_span}-01"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), cache=None) as client,
+    ):
+        await client.call_tool("weather__forecast", {"city": "Oslo"}, meta=meta)  # type: ignore[arg-type]
+    spans = receiver.wait_for_trace(
+        lambda spans: spans[0].trace_id == trace_id and any(s.name.endswith(" forecast") for s in spans)
+    )
+    (served,) = [s for s in spans if s.name == "tools/call weather__forecast"]
+    (request,) = [s for s in spans if s.span_id == served.parent_id]
+    assert (request.name, request.parent_id) == ("POST /mcp/{endpoint}/mcp", http_span)
+    assert not [s for s in spans if s.parent_id == mcp_span]
