@@ -134,7 +134,7 @@ class Runtime:
             return await self.installations.reconcile(fresh, peers, attempt=attempt, reads_since=slot)
 
         # The clock retries a Kubernetes API failure after its backoff, as it does a Retry.
-        return await self.envelope.run(INSTALLATION, uid, work, passing=(Retry, KubeError))
+        return await self.envelope.run(INSTALLATION, uid, work, passing=(Retry, KubeError), trigger="drift")
 
     def start_drift_clock(self) -> None:
         """Run the drift checks while kopf runs (a standby checks nothing)."""
