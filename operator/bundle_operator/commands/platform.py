@@ -10,10 +10,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bundle_operator import __version__
 from bundle_operator.commands.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL, PlatformClient
 from bundle_operator.platform.errors import PlatformError
+from bundle_operator.telemetry import tracing
+
+# The service name the reference platform's spans carry (the operator's are "bundle-operator").
+PLATFORM_SERVICE = "bundle-platform"
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -104,6 +109,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         type=Path,
         help="folder uploaded .mcpb archives are extracted under (default: artifacts/ beside --db)",
     )
+    run.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send traces over OTLP/HTTP to this base URL (spans go to URL/v1/traces); default: the "
+        "standard OTEL_EXPORTER_OTLP_ENDPOINT variables, and no tracing when none is set",
+    )
     run.set_defaults(func=_serve)
 
     check = actions.add_parser("check", help="check that a platform answers, with the token if one is needed")
@@ -176,6 +187,9 @@ def _serve(args: argparse.Namespace) -> int:
         faults = ", fault injection on" if config.fault_injection else ""
         print(f"reference platform listening on {url} (db {config.db_path}{faults})", flush=True)
 
+    tracing.configure(
+        PLATFORM_SERVICE, endpoint=args.otlp_endpoint, attributes={"service.version": __version__}
+    )
     try:
         asyncio.run(serve(config, args.host, args.port, ready))
     except OSError as exc:
@@ -184,6 +198,8 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    finally:
+        tracing.shutdown()  # sends the spans still waiting in the batch
     return EXIT_OK
 
 

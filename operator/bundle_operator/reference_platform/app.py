@@ -24,6 +24,7 @@ from bundle_operator.reference_platform import (
     faults,
     idempotency_routes,
     knowledge_routes,
+    request_spans,
 )
 from bundle_operator.reference_platform.agent_rules import AgentRules, ChannelRules, PolicyRules, TriggerRules
 from bundle_operator.reference_platform.app_rules import AppRules
@@ -55,6 +56,7 @@ from bundle_operator.reference_platform.stdio_loopback import PATH as STDIO_PATH
 from bundle_operator.reference_platform.stdio_loopback import ROUTE_NAME as STDIO_ROUTE_NAME
 from bundle_operator.reference_platform.stdio_runner import StdioRunner
 from bundle_operator.reference_platform.storage import Store
+from bundle_operator.telemetry import tracing
 
 log = logging.getLogger("bundle_operator.reference_platform")
 
@@ -178,6 +180,10 @@ def create_app(config: ServerConfig) -> web.Application:
         middlewares.append(faults.fault_middleware)
     if config.count_calls:
         middlewares.insert(0, call_counts.count_middleware)  # outermost: it sees every final status
+    if tracing.enabled():
+        # Outside the problem middleware, so a span sees the status the client gets; while tracing
+        # is off the middleware is not there at all.
+        middlewares.insert(0, request_spans.span_middleware)
     app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY)
     ctx = Context(config=config, store=Store(config.db_path))
     if config.public_url:
