@@ -36,7 +36,7 @@ DOCUMENT = bundle_document(
     ],
 )
 SHOWN = (
-    "k8s.namespace.name",
+    "bundle_operator.namespace",
     "bundle_operator.installation",
     "bundle_operator.bundle",
     "bundle_operator.workspace",
@@ -120,7 +120,7 @@ def test_one_kubectl_apply_is_one_trace_of_steps_and_platform_calls(
         "INTERNAL",
         "bundle-operator",
     )
-    assert root.attributes["k8s.namespace.name"] == solo_namespace
+    assert root.attributes["bundle_operator.namespace"] == solo_namespace
     assert root.attributes["bundle_operator.installation"] == NAME
     assert root.attributes["bundle_operator.bundle"] == NAME
     assert root.attributes["bundle_operator.workspace"] == workspace
@@ -152,5 +152,7 @@ def test_one_kubectl_apply_is_one_trace_of_steps_and_platform_calls(
 
     # The operator's log lines of this reconcile lead to its trace.
     joined = [line for line in log_lines(tmp_path / "operator.log") if line.get("trace_id") == root.trace_id]
-    assert any(line["message"].startswith("reconciled in") for line in joined), joined
+    reconciled = [line for line in joined if line["message"].startswith("reconciled in")]
+    assert reconciled, joined
+    print(json.dumps(reconciled[0]))
     assert all(line["span_id"] in {s.span_id for s in trace} for line in joined)

@@ -22,18 +22,16 @@ Trigger = Literal["event", "drift", "refresh"]
 ROOT: Final = Context()
 
 KIND: Final = "bundle_operator.kind"
-UID: Final = "k8s.object.uid"
+UID: Final = "bundle_operator.uid"
 TRIGGER: Final = "bundle_operator.trigger"
 RESULT: Final = "bundle_operator.result"
-NAMESPACE: Final = "k8s.namespace.name"
+NAMESPACE: Final = "bundle_operator.namespace"
 INSTALLATION: Final = "bundle_operator.installation"
 BUNDLE: Final = "bundle_operator.bundle"
 ENDPOINT: Final = "bundle_operator.endpoint"
 WORKSPACE: Final = "bundle_operator.workspace"
 BUNDLE_NAME: Final = "bundle_operator.bundle.name"
 BUNDLE_VERSION: Final = "bundle_operator.bundle.version"
-PLATFORM: Final = "bundle_operator.platform"
-OUTCOME: Final = "bundle_operator.outcome"
 
 
 def installation(body: Mapping[str, Any]) -> None:

@@ -56,9 +56,9 @@ def test_a_run_is_a_trace_of_its_own_named_for_its_object(exported: InMemorySpan
     assert step.parent is not None and step.parent.span_id == run.context.span_id
     assert dict(run.attributes or {}) == {
         "bundle_operator.kind": "BundleInstallation",
-        "k8s.object.uid": "u1",
+        "bundle_operator.uid": "u1",
         "bundle_operator.trigger": "drift",
-        "k8s.namespace.name": "team-a",
+        "bundle_operator.namespace": "team-a",
         "bundle_operator.installation": "triage",
         "bundle_operator.bundle": "triage-kit",
         "bundle_operator.workspace": "acme",
