@@ -1,7 +1,7 @@
 """Traces end to end: with OTEL_EXPORTER_OTLP_ENDPOINT set, one `kubectl apply` of an installation
 gives one trace at the collector (the tests' own OTLP/HTTP receiver) holding the reconcile, its
-steps and its platform calls, named for the installation; the operator's log lines of that
-reconcile carry the trace's id."""
+steps, its platform calls and the traced platform's routes under them, named for the
+installation; the operator's log lines of that reconcile carry the trace's id."""
 
 from __future__ import annotations
 
@@ -149,6 +149,11 @@ def test_one_kubectl_apply_is_one_trace_of_steps_and_platform_calls(
     assert served, "the platform sent no span of this trace"
     assert all(s.parent_id in call_ids for s in served)
     assert {s.parent_id for s in served} >= {s.span_id for s in calls}
+
+    # The Bundle's own reconcile, started by its apply, is a trace of its own.
+    resolved = otlp_receiver.wait_for_trace(lambda spans: spans[0].name == "reconcile Bundle", timeout=10)
+    assert [s.name for s in resolved] == ["reconcile Bundle", "resolve", "report"]
+    assert resolved[0].attributes["bundle_operator.bundle"] == NAME
 
     # The operator's log lines of this reconcile lead to its trace.
     joined = [line for line in log_lines(tmp_path / "operator.log") if line.get("trace_id") == root.trace_id]
