@@ -68,6 +68,12 @@ def test_label_namespace_folder_and_more_metadata_come_from_values(tmp_path: Pat
     assert metadata["annotations"] == {"grafana_folder": "Platform operators", "owner": "platform-team"}
 
 
+def test_the_service_monitor_keeps_the_installations_namespace_label(tmp_path: Path) -> None:
+    values = {"metrics": {"serviceMonitor": {"enabled": True}, "dashboards": {"enabled": True}}}
+    [monitor] = [doc for doc in render(values, tmp_path) if doc["kind"] == "ServiceMonitor"]
+    assert [endpoint["honorLabels"] for endpoint in monitor["spec"]["endpoints"]] == [True]
+
+
 def test_the_dashboard_is_identified_and_current(dashboard: dict[str, Any]) -> None:
     assert dashboard["uid"] == "bundle-operator"
     assert dashboard["title"] == "bundle-operator"
