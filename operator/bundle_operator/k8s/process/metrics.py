@@ -132,8 +132,8 @@ class Metrics:
             "installation_condition_since_timestamp_seconds",
             "Unix time since when a BundleInstallation's condition has had this status and reason: "
             "its lastTransitionTime when a write changed the status, the time of the write when only "
-            "the reason changed. For an installation this process has not written before (after a "
-            "restart) it is the lastTransitionTime, even if the reason changed later.",
+            "the reason changed. After an operator restart, an installation's first series take the "
+            "lastTransitionTime, though the reason may have changed since.",
             ("namespace", "name", "condition", "status", "reason"),
         )
         self.endpoint_member_up = gauge(
@@ -494,9 +494,9 @@ class InstallationGauges:
             if not isinstance(kind, str) or not kind or kind in after:
                 continue
             status = _READY_BY_TEXT.get(str(condition.get("status")), "Unknown")
-            reason = str(condition.get("reason") or "")
+            given = str(condition.get("reason") or "")
             old = before.get(kind)
-            if old is not None and (old.status, old.reason) == (status, reason):
+            if old is not None and (old.status, old.reason) == (status, given):
                 after[kind] = old
                 continue
             if old is not None and old.status == status:
@@ -504,8 +504,8 @@ class InstallationGauges:
             else:
                 transitioned = transition_time(condition)
                 since = transitioned if transitioned is not None else now
-            after[kind] = _Held(status, reason, since)
-            gauge.labels(namespace, name, kind, status, reason).set(since)
+            after[kind] = _Held(status, given, since)
+            gauge.labels(namespace, name, kind, status, given).set(since)
         for kind, old in before.items():
             new = after.get(kind)
             if new is None or (new.status, new.reason) != (old.status, old.reason):
