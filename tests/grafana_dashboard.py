@@ -96,7 +96,7 @@ def queries(dashboard: dict[str, Any]) -> list[Query]:
     ]
     for variable in dashboard["templating"]["list"]:
         if variable["type"] == "query":
-            found.append(Query(f"variable {variable['name']}", label_values_selector(variable["definition"])))
+            found.append(Query(f"variable {variable['name']}", label_values_selector(variable["query"])))
     return found
 
 

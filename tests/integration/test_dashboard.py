@@ -88,6 +88,8 @@ def test_the_variables_pick_a_prometheus_and_what_to_show(dashboard: dict[str, A
     for name in ("namespace", "installation", "endpoint"):
         assert variables[name]["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert variables[name]["includeAll"] and variables[name]["multi"]
+        # What Grafana runs and what its editor shows are the same query.
+        assert variables[name]["query"] == variables[name]["definition"]
 
 
 def test_three_rows_in_order_each_with_panels_below_it(dashboard: dict[str, Any]) -> None:
@@ -106,6 +108,12 @@ def test_three_rows_in_order_each_with_panels_below_it(dashboard: dict[str, Any]
     assert all(len(titles) >= 3 for titles in below.values()), below
     assert "Awaiting approval" in below["Approval and admission"]
     assert "Members' health" in below["Gateway"]
+
+
+def test_every_panel_is_of_a_type_grafana_ships(dashboard: dict[str, Any]) -> None:
+    # Core panel types only: a plugin's panel would show as an error where it is not installed.
+    core = {"row", "stat", "timeseries", "table", "state-timeline"}
+    assert {panel["type"] for panel in dashboard["panels"]} <= core
 
 
 def test_every_panel_queries_the_chosen_datasource(dashboard: dict[str, Any]) -> None:
