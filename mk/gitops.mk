@@ -1,4 +1,5 @@
-# The GitOps tools of the tests: helm v4.3.1 (helm.sh/helm/v4), argocd-lua (a health.lua run as
+# The GitOps tools of the tests: helm v4.3.1 (helm.sh/helm/v4), promtool (Prometheus 3.16.0, for the
+# chart's alerting rules and dashboard queries), argocd-lua (a health.lua run as
 # Argo CD runs it, on gopher-lua) and kstatus (sigs.k8s.io/cli-utils status.Compute), built from
 # the Go wrapper modules in tests/gitops/ into
 # ~/.cache/bundle-operator/gitops/<tool>-<version>-<go version>/, once per machine.

@@ -8,6 +8,8 @@
     helm3       helm3/    the same for helm.sh/helm/v3: the chart is checked with both
     argocd-lua  luarun/   main.go on github.com/yuin/gopher-lua: a health.lua run as Argo CD runs it
     kstatus     kstatus/  main.go on sigs.k8s.io/cli-utils: kstatus status.Compute of one object
+    promtool    promtool/ requires github.com/prometheus/prometheus; builds cmd/promtool (the chart's
+                          alerting rules and dashboard queries are checked with it)
 
 The versions live in the wrapper modules' go.mod files (committed with their go.sum); the cache
 directory of each binary is `<tool>-<version>-<go version>` under ~/.cache/bundle-operator/gitops,
@@ -43,9 +45,11 @@ HELM = "helm"
 HELM3 = "helm3"
 ARGOCD_LUA = "argocd-lua"
 KSTATUS = "kstatus"
+PROMTOOL = "promtool"
 
 HELM_MODULE = "helm.sh/helm/v4"
 HELM3_MODULE = "helm.sh/helm/v3"
+PROMETHEUS_MODULE = "github.com/prometheus/prometheus"
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,13 @@ TOOLS: dict[str, Tool] = {
     HELM3: Tool(HELM3, HERE / "helm3", HELM3_MODULE, f"{HELM3_MODULE}/cmd/helm", own_source=False),
     ARGOCD_LUA: Tool(ARGOCD_LUA, HERE / "luarun", "github.com/yuin/gopher-lua", ".", own_source=True),
     KSTATUS: Tool(KSTATUS, HERE / "kstatus", "sigs.k8s.io/cli-utils", ".", own_source=True),
+    PROMTOOL: Tool(
+        PROMTOOL,
+        HERE / "promtool",
+        PROMETHEUS_MODULE,
+        f"{PROMETHEUS_MODULE}/cmd/promtool",
+        own_source=False,
+    ),
 }
 
 
@@ -158,6 +169,11 @@ def smoke(tool: Tool, exe: Path) -> None:
         if tool.name in (HELM, HELM3):
             args, stdin = [str(exe), "version", "--template", "{{.Version}}"], ""
             expected: Any = tool.module_version()
+        elif tool.name == PROMTOOL:
+            rules = Path(tmp) / "rules.yaml"
+            rules.write_text("groups:\n- name: g\n  rules:\n  - record: r\n    expr: sum(up)\n")
+            args, stdin = [str(exe), "check", "rules", str(rules)], ""
+            expected = f"Checking {rules}\n  SUCCESS: 1 rules found"
         elif tool.name == ARGOCD_LUA:
             script = Path(tmp) / "health.lua"
             script.write_text('hs = {}\nhs.status = "Healthy"\nhs.message = obj.kind\nreturn hs\n')
@@ -171,7 +187,7 @@ def smoke(tool: Tool, exe: Path) -> None:
         )
     output = result.stdout.strip()
     with contextlib.suppress(ValueError):
-        output = json.loads(output) if tool.name not in (HELM, HELM3) else output
+        output = json.loads(output) if tool.name not in (HELM, HELM3, PROMTOOL) else output
     if result.returncode != 0 or output != expected:
         sys.exit(f"{exe} printed {result.stdout.strip()!r} (exit {result.returncode}), expected {expected!r}")
 

@@ -111,6 +111,11 @@ def helm3_binary() -> Path:
     return binary(build.HELM3)
 
 
+def promtool_binary() -> Path:
+    """promtool of the Prometheus release in promtool/go.mod: checks rules, runs rule unit tests."""
+    return binary(build.PROMTOOL)
+
+
 def _run(tool: str, args: list[str], stdin: str) -> str:
     """Run a tool with `stdin`; its stdout, or ToolFailedError."""
     result = subprocess.run(

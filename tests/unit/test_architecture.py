@@ -121,7 +121,7 @@ def test_the_graph_is_read() -> None:
 
 def test_the_layers_table_is_read_and_names_every_part() -> None:
     # A table the reader misses would leave no rule; a part without a row would have none.
-    assert ALLOWED["engine"] == {"document", "mcpb", "platform"}
+    assert ALLOWED["engine"] == {"document", "mcpb", "platform", "telemetry"}
     assert ALLOWED["document"] == set() and ALLOWED["devcluster"] == set()
     assert "reference_platform" in ALLOWED["commands"]
     assert not PARTS - ALLOWED.keys(), (

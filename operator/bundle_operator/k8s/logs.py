@@ -2,7 +2,9 @@
 
 Each line has ``time`` (RFC 3339, UTC), ``level``, ``logger`` and ``message``; when the record
 names a Kubernetes object also ``kind``, ``namespace``, ``name`` and ``uid``; on an exception
-``exc_type`` ("ClassName: message", never a traceback: tracebacks with locals leak data).
+``exc_type`` ("ClassName: message", never a traceback: tracebacks with locals leak data); while
+a traced span is current (tracing on, see ``telemetry/tracing.py``) ``trace_id`` and ``span_id`` in
+hex, so a log line leads to its trace and a trace to its lines.
 
 The object comes from, in this order of precedence:
 
@@ -24,6 +26,8 @@ import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, TextIO
+
+from bundle_operator.telemetry import tracing
 
 MASK: Final = "***"
 MIN_SECRET_LENGTH: Final = 6
@@ -135,6 +139,11 @@ class JsonFormatter(logging.Formatter):
         exc_text = _exception_text(record)
         if exc_text is not None:
             line["exc_type"] = exc_text
+        # Formatted in the thread and context of the log call (a plain stream handler), so the
+        # current span is the one the line was logged under.
+        ids = tracing.current_ids()
+        if ids is not None:
+            line["trace_id"], line["span_id"] = ids
         if self._redactor is not None:
             # Per value, before encoding: JSON escaping could hide a secret from a search in the line.
             line = {key: self._redactor.redact(value) for key, value in line.items()}
