@@ -113,7 +113,7 @@ def template(
 
 def rule_values(release: Release, **settings: Any) -> dict[str, Any]:
     rule = {"enabled": True, "runbookBaseURL": release.runbook_base, **settings}
-    return {"metrics": {"prometheusRule": rule}}
+    return {"metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": rule}}
 
 
 def prometheus_rule(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -265,23 +265,37 @@ def test_labels_namespace_and_alert_labels(helm: Path, tmp_path: Path) -> None:
         assert found["labels"]["severity"] == ALERTS[found["alert"]]
 
 
+def refusal(helm: Path, tmp: Path, values: dict[str, Any]) -> str:
+    """helm template's error for `values`, which must fail."""
+    overrides = tmp / "values.yaml"
+    overrides.write_text(yaml.safe_dump(values))
+    done = subprocess.run(
+        [str(helm), "template", "bo", str(CHART), "-f", str(overrides)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp)},
+    )
+    assert done.returncode == 1, done.stdout
+    return done.stderr
+
+
 def test_a_misspelled_alert_name_or_duration_is_refused(helm: Path, tmp_path: Path) -> None:
-    for settings, message in (
-        ({"disabled": ["BundleInstallationDrift"]}, "at '/metrics/prometheusRule/disabled/0'"),
-        ({"stalledFor": "30 minutes"}, "at '/metrics/prometheusRule/stalledFor'"),
-    ):
-        overrides = tmp_path / "values.yaml"
-        overrides.write_text(yaml.safe_dump(rule_values(RELEASES[0], **settings)))
-        done = subprocess.run(
-            [str(helm), "template", "bo", str(CHART), "-f", str(overrides)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
-        )
-        assert done.returncode == 1
-        assert message in done.stderr
+    misspelled = rule_values(RELEASES[0], disabled=["BundleInstallationDrift"])
+    assert "at '/metrics/prometheusRule/disabled/0'" in refusal(helm, tmp_path, misspelled)
+    in_words = rule_values(RELEASES[0], stalledFor="30 minutes")
+    assert "at '/metrics/prometheusRule/stalledFor'" in refusal(helm, tmp_path, in_words)
+
+
+def test_rules_without_the_service_monitor_need_a_selector(helm: Path, tmp_path: Path) -> None:
+    # Without a scrape of the operator, BundleOperatorDown would page from the first minute.
+    values = rule_values(RELEASES[0])
+    values["metrics"]["serviceMonitor"]["enabled"] = False
+    assert "enable metrics.serviceMonitor" in refusal(helm, tmp_path, values)
+    values["metrics"]["prometheusRule"]["operatorSelector"] = 'job="bundle-operator"'
+    [down, *_] = rules(prometheus_rule(template(helm, tmp_path, values)))
+    assert down["expr"] == 'absent(up{job="bundle-operator"} == 1)'
 
 
 def test_every_runbook_url_names_a_section_of_the_alerts_page(helm: Path, tmp_path: Path) -> None:
