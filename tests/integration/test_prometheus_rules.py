@@ -126,7 +126,7 @@ def rules(rule: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def write_rules(rule: dict[str, Any], folder: Path) -> Path:
-    """The PrometheusRule's groups as the rule file Prometheus would load (what the operator writes)."""
+    """The PrometheusRule's groups as the rule file the Prometheus Operator hands to Prometheus."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "rules.yaml"
     path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
