@@ -68,10 +68,20 @@ def test_label_namespace_folder_and_more_metadata_come_from_values(tmp_path: Pat
     assert metadata["annotations"] == {"grafana_folder": "Platform operators", "owner": "platform-team"}
 
 
-def test_the_service_monitor_keeps_the_installations_namespace_label(tmp_path: Path) -> None:
-    values = {"metrics": {"serviceMonitor": {"enabled": True}, "dashboards": {"enabled": True}}}
+def test_labels_are_read_where_the_prometheus_operator_puts_them(
+    dashboard: dict[str, Any], tmp_path: Path
+) -> None:
+    # The chart's ServiceMonitor leaves honorLabels off: the target's namespace (the operator's)
+    # is `namespace`, an installation's or Endpoint's is `exported_namespace`; the platform's
+    # gateway endpoint likewise becomes `exported_endpoint` beside the scraped port's `endpoint`.
+    values = {"metrics": {"serviceMonitor": {"enabled": True}}}
     [monitor] = [doc for doc in render(values, tmp_path) if doc["kind"] == "ServiceMonitor"]
-    assert [endpoint["honorLabels"] for endpoint in monitor["spec"]["endpoints"]] == [True]
+    assert not any(endpoint.get("honorLabels") for endpoint in monitor["spec"]["endpoints"])
+    for query in queries(dashboard):
+        expr = concrete(query.expr)  # the variables' names are no labels
+        assert "namespace" not in expr.replace("exported_namespace", ""), query
+        if "bundle_platform_gateway_" in expr:
+            assert "endpoint" not in expr.replace("exported_endpoint", ""), query
 
 
 def test_the_dashboard_is_identified_and_current(dashboard: dict[str, Any]) -> None:
@@ -83,9 +93,9 @@ def test_the_dashboard_is_identified_and_current(dashboard: dict[str, Any]) -> N
 
 def test_the_variables_pick_a_prometheus_and_what_to_show(dashboard: dict[str, Any]) -> None:
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
-    assert list(variables) == ["datasource", "namespace", "installation", "endpoint"]
+    assert list(variables) == ["datasource", "job", "namespace", "installation", "endpoint"]
     assert (variables["datasource"]["type"], variables["datasource"]["query"]) == ("datasource", "prometheus")
-    for name in ("namespace", "installation", "endpoint"):
+    for name in ("job", "namespace", "installation", "endpoint"):
         assert variables[name]["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert variables[name]["includeAll"] and variables[name]["multi"]
         # What Grafana runs and what its editor shows are the same query.
@@ -212,7 +222,7 @@ def test_metric_names_are_the_selectors_only(expr: str, names: set[str]) -> None
 
 def test_variables_select_series_by_a_metric_name(dashboard: dict[str, Any]) -> None:
     selectors = [q.expr for q in queries(dashboard) if q.where.startswith("variable ")]
-    assert len(selectors) == 3
+    assert len(selectors) == 4
     assert all(len(metric_names(concrete(selector))) == 1 for selector in selectors)
     with pytest.raises(ValueError, match="not a label_values query"):
         label_values_selector("query_result(up)")
