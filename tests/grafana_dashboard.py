@@ -1,13 +1,13 @@
 """The chart's Grafana dashboard as a user gets it, and the checks on its queries.
 
-render(values, home)            the documents `helm template` renders with `values`
-rendered_dashboard(values, home) the dashboard ConfigMap of those, and its dashboard JSON
-queries(dashboard)              every PromQL the dashboard runs: panel targets and variable queries
-concrete(expr)                  the expression with Grafana's variables replaced by values
-promtool_verdicts(exprs)        promtool's parse error of each expression ("" when it parses)
-metric_names(expr)              the metric names an expression selects
-exported_names(text)            the names a /metrics text exposes (families without series too)
-unknown_names(dashboard, names) the metric names the dashboard selects that `names` lacks
+render(values, home)              the documents `helm template` renders with `values`
+rendered_dashboard(values, home)  the dashboard ConfigMap of those, and its dashboard JSON
+queries(dashboard)                every PromQL the dashboard runs: panel targets and variable queries
+concrete(expr)                    the expression with Grafana's variables replaced by values
+promtool_verdicts(exprs)          promtool's parse error of each expression ("" when it parses)
+metric_names(expr)                the metric names an expression selects
+exported_names(text)              the names a /metrics text exposes (families without series too)
+unknown_names(dashboard, names)   the metric names the dashboard selects that `names` lacks
 """
 
 from __future__ import annotations
