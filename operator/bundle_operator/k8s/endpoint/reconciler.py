@@ -43,7 +43,13 @@ from bundle_operator.k8s.endpoint.secret import (
     secret_body,
     secret_current,
 )
-from bundle_operator.k8s.endpoint.status import EndpointStatus, cleared, ready_conditions, served_view
+from bundle_operator.k8s.endpoint.status import (
+    EndpointStatus,
+    MembersCallback,
+    cleared,
+    ready_conditions,
+    served_view,
+)
 from bundle_operator.k8s.endpoint.target import Target, Waiting, find_target
 from bundle_operator.k8s.event_reasons import (
     DELETE_BLOCKED,
@@ -169,17 +175,23 @@ class EndpointReconciler:
     """Reconciles Endpoints against the platform their installations install into."""
 
     def __init__(
-        self, kube: Kube, settings: OperatorSettings, platforms: PlatformPool, events: Events
+        self,
+        kube: Kube,
+        settings: OperatorSettings,
+        platforms: PlatformPool,
+        events: Events,
+        on_members: MembersCallback | None = None,
     ) -> None:
         self.kube = kube
         self.settings = settings
         self.platforms = platforms
         self.events = events
+        self.on_members = on_members
 
     async def reconcile(self, body: dict[str, Any], *, attempt: int = 0) -> ReconcileResult:
         """Bring the platform endpoint and the credentials Secret to the spec; the result for metrics."""
         spans.endpoint(body)
-        run = Run(body, EndpointStatus(self.kube, body), attempt, is_paused(body))
+        run = Run(body, EndpointStatus(self.kube, body, on_members=self.on_members), attempt, is_paused(body))
         spec = self._read_spec(run)
         if isinstance(spec, Done):
             await run.status.write()
