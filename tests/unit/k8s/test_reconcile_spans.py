@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 from collections.abc import Iterator
 
 import kopf
@@ -21,6 +22,7 @@ from bundle_operator.k8s.process.options import add_arguments, options_from
 from bundle_operator.k8s.process.run import resource_attributes
 from bundle_operator.k8s.reconcile import Retry
 from bundle_operator.telemetry import tracing
+from tests.unit.k8s.test_endpoint import UID, World
 
 INSTALLATION = {
     "metadata": {"uid": "u1", "namespace": "team-a", "name": "triage"},
@@ -93,3 +95,31 @@ def test_tracing_is_named_by_flag_and_the_pod_by_the_downward_api() -> None:
         "k8s.namespace.name": "bundle-system",
     }
     assert resource_attributes({}) == {"service.version": __version__}
+
+
+def test_an_endpoint_run_is_a_span_per_step_and_its_key_is_in_none(exported: InMemorySpanExporter) -> None:
+    world = World()
+    world.install()
+
+    async def work() -> ReconcileResult:
+        return await world.reconciler.reconcile(copy.deepcopy(world.body))
+
+    assert asyncio.run(Envelope().run("Endpoint", UID, work)) == "success"
+    finished = exported.get_finished_spans()
+    run = next(s for s in finished if s.name == "reconcile Endpoint")
+    steps = sorted((s for s in finished if s.parent == run.context), key=lambda s: s.start_time or 0)
+    assert [s.name for s in steps] == [
+        "target",
+        "secret",
+        "observe",
+        "create",
+        "update",
+        "credentials",
+        "report",
+    ]
+    assert run.attributes is not None
+    assert run.attributes["bundle_operator.endpoint"] == "triage-kit"
+    assert run.attributes["bundle_operator.namespace"] == "agents"
+    assert run.attributes["bundle_operator.workspace"] == "acme"
+    key = world.api_key()
+    assert all(key not in str(dict(s.attributes or {})) for s in finished)
