@@ -24,6 +24,11 @@ is MiB (2^20 bytes). The last line is for scripts:
 
     .venv/bin/python bench/scale.py [--count 300] [--workspaces 10] [--drift-interval 30]
         [--intervals 3] [--ready-timeout 600] [--operator-arg=--some-flag ...] [--keep]
+        [--otlp-receiver | --otlp-endpoint URL]
+
+With --otlp-receiver the operator traces (--otlp-endpoint) to an OTLP/HTTP receiver in this process
+(the tests' own, ``tests/otlp_receiver.py``), and the spans it received are printed: what tracing
+costs shows in the operator's CPU seconds and the Ready times, against a run without.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from tests.e2e.operator_harness import (  # noqa: E402
     policy_in_force,
 )
 from tests.integration.platform.platform_harness import PlatformProcess, start_platform  # noqa: E402
+from tests.otlp_receiver import OtlpReceiver  # noqa: E402
 
 from bundle_operator.devcluster import DevCluster, Kubectl, locate, wait_until  # noqa: E402
 
@@ -303,6 +309,15 @@ def main() -> int:
         help="leave out the chart's finalizer policy (the operator then patches its finalizer in)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, audit log, db)")
+    tracing = parser.add_mutually_exclusive_group()
+    tracing.add_argument(
+        "--otlp-endpoint", metavar="URL", help="the operator sends its spans here (OTLP/HTTP)"
+    )
+    tracing.add_argument(
+        "--otlp-receiver",
+        action="store_true",
+        help="the operator sends its spans to an OTLP receiver started here, which counts them",
+    )
     args = parser.parse_args()
     if args.count <= 0 or args.workspaces <= 0 or args.count % args.workspaces:
         parser.error("--count must be a positive multiple of --workspaces")
@@ -310,6 +325,9 @@ def main() -> int:
         parser.error("--drift-interval must be at least 5 and --intervals positive")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below stops everything
 
+    receiver = OtlpReceiver.start() if args.otlp_receiver else None
+    otlp = receiver.endpoint if receiver is not None else args.otlp_endpoint
+    operator_args = (*args.operator_arg, *(("--otlp-endpoint", otlp) if otlp else ()))
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     policy = work / "audit-policy.yaml"
     policy.write_text(yaml.safe_dump(AUDIT_POLICY))
@@ -327,7 +345,7 @@ def main() -> int:
         f"fleet: {args.count} installations = {args.count // args.workspaces} bundles x "
         f"{args.workspaces} workspaces; {BUNDLE_ENTITIES} entities per bundle; drift interval "
         f"{args.install_interval} while installing, {args.drift_interval} s after; operator args "
-        f"{args.operator_arg or 'none'}; the chart's finalizer policy "
+        f"{list(operator_args) or 'none'}; the chart's finalizer policy "
         f"{'left out' if args.no_finalizer_policy else 'applied'}; work folder {work}",
         flush=True,
     )
@@ -356,7 +374,7 @@ def main() -> int:
             cluster.kubeconfig,
             platform.url,
             work / "operator.log",
-            extra=tuple(args.operator_arg),
+            extra=operator_args,
             scope=("--all-namespaces",),
         )
         apply_crds(kubectl)
@@ -537,6 +555,10 @@ def main() -> int:
             f"scale: {ready} installations Ready in {seconds:.1f} s; operator peak RSS {peak_rss:.0f} MB; "
             f"drift lists per workspace per interval {lists_text} (limit {DRIFT_LIST_LIMIT})"
         )
+        if receiver is not None:
+            spans = receiver.spans()
+            traces = {span.trace_id for span in spans}
+            print(f"traces: {len(spans)} spans in {len(traces)} traces, {receiver.requests} exports")
         succeeded = all_ready
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
@@ -545,6 +567,8 @@ def main() -> int:
         if watch is not None:
             watch.stop()
         stop_all(operator, platform, cluster)
+        if receiver is not None:
+            receiver.stop()
         if succeeded and not args.keep:
             shutil.rmtree(work, ignore_errors=True)
         else:

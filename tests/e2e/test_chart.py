@@ -572,6 +572,23 @@ def test_a_trusted_ca_bundle_is_mounted_and_named_by_ssl_cert_file(helm: Path, t
     assert volume["configMap"] == {"name": "corp-ca", "items": [{"key": "bundle.pem", "path": "bundle.pem"}]}
 
 
+def test_tracing_otlp_endpoint_reaches_the_operator_and_the_platform(helm: Path, tmp_path: Path) -> None:
+    def otlp_env(docs: list[dict[str, Any]]) -> list[str | None]:
+        [platform] = one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"]
+        return [
+            {e["name"]: e.get("value") for e in container.get("env") or []}.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            for container in (operator_container(docs), platform)
+        ]
+
+    assert otlp_env(render(helm)) == [None, None], "tracing is off by default"
+    collector = "http://otel-collector.monitoring:4318"
+    docs = render(helm, overrides={"tracing": {"otlpEndpoint": collector}}, tmp=tmp_path)
+    assert otlp_env(docs) == [collector, collector]
+    with pytest.raises(HelmError) as failure:
+        render(helm, overrides={"tracing": {"otlpEndpoint": "otel-collector:4318"}}, tmp=tmp_path)
+    assert "otlpEndpoint" in str(failure.value)
+
+
 def test_a_cluster_older_than_the_crds_need_fails_with_a_message(helm: Path) -> None:
     with pytest.raises(HelmError) as failure:
         run_helm(helm, "template", RELEASE, str(CHART), "--kube-version", "1.28.0")

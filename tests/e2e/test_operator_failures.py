@@ -9,6 +9,7 @@ import re
 import secrets
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -411,9 +412,42 @@ def test_metrics_count_reconciles_and_label_routes_without_workspaces(
     assert "/v1/workspaces/{ws}/agents" in routes, routes
     assert all(r.startswith("/v1/workspaces/{ws}") or r in ("other", "/healthz") for r in routes), routes
     assert workspace not in text, "a workspace name appears in the metrics"
+    per_installation = ("bundle_operator_drifted_entities{", f"{CONDITION_SINCE}{{")
     for line in text.splitlines():
         if namespace in line:
-            assert line.startswith("bundle_operator_drifted_entities{"), f"the namespace labels: {line}"
+            assert line.startswith(per_installation), f"the namespace labels: {line}"
+
+    def conditions_shown() -> str | None:
+        """None while a write between the scrape and the read makes them differ, else the text."""
+        scraped = operator.metrics()
+        installation = kubectl.get("bundleinstallation", NAME, namespace)
+        return scraped if condition_series_match(scraped, installation, namespace) else None
+
+    wait_until(conditions_shown, 30, "one series per condition of the installation, as its status says")
+
+
+CONDITION_SINCE = "bundle_operator_installation_condition_since_timestamp_seconds"
+
+
+def condition_series_match(text: str, installation: dict[str, Any], namespace: str) -> bool:
+    """Each condition of the installation has exactly one since-series, with its status and reason,
+    dated no earlier than its lastTransitionTime and not in the future."""
+    series = [
+        (labels, value)
+        for name, labels, value in samples(text)
+        if name == CONDITION_SINCE and labels.get("namespace") == namespace and labels.get("name") == NAME
+    ]
+    conditions = installation["status"]["conditions"]
+    assert {c["type"] for c in conditions} >= {"Ready", "Reconciling", "Stalled"}, conditions
+    if sorted(labels["condition"] for labels, _ in series) != sorted(c["type"] for c in conditions):
+        return False
+    for c in conditions:
+        labels, value = next((labels, v) for labels, v in series if labels["condition"] == c["type"])
+        if (labels["status"], labels["reason"]) != (c["status"], c["reason"]):
+            return False
+        transitioned = datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+        assert transitioned <= value <= time.time() + 1, (c, value)
+    return True
 
 
 def test_no_secret_value_anywhere(kubectl: Kubectl, operator: OperatorProcess) -> None:

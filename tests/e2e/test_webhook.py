@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from cryptography import x509
+from prometheus_client.parser import text_string_to_metric_families
 
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
 from tests.documents import bundle_document
@@ -119,6 +121,32 @@ def leader_metric(text: str) -> float:
     )
 
 
+def admission_metrics(text: str) -> dict[tuple[str, str, str], float]:
+    """bundle_operator_admission_reviews_total as (kind, operation, result) -> count."""
+    return {
+        (s.labels["kind"], s.labels["operation"], s.labels["result"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "bundle_operator_admission_reviews_total"
+    }
+
+
+def certificate_expiry(text: str) -> float | None:
+    return next(
+        (
+            s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == "bundle_operator_webhook_certificate_expiry_timestamp_seconds"
+        ),
+        None,
+    )
+
+
+def not_after(certificate: Path) -> float:
+    return x509.load_pem_x509_certificate(certificate.read_bytes()).not_valid_after_utc.timestamp()
+
+
 def refused_for_the_broken_reference(answer: Any) -> bool:
     return bool(
         answer.returncode != 0
@@ -146,6 +174,12 @@ def test_kubectl_apply_is_refused_with_codes_and_paths_and_warned(
         status = Path(f"/proc/{operator.process.pid}/status").read_text() if operator.process else ""
         rss = next((line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")), "?")
         print(f"operator with the webhook on, after serving admission: RSS {rss} kB")
+        # The dry run and the apply of the broken Bundle were refused, the warned one admitted.
+        reviews = admission_metrics(operator.metrics())
+        assert reviews.get(("Bundle", "CREATE", "denied")) == 2, reviews
+        assert reviews.get(("Bundle", "CREATE", "allowed"), 0) >= 1, reviews
+        assert reviews.get(("Bundle", "CREATE", "error")) == 0, reviews
+        assert certificate_expiry(operator.metrics()) == not_after(webhook.tls.cert)
 
         # A new CA and certificate on disk: served without a restart once the configuration trusts it.
         webhook.rotate(tmp_path / "ca-2")
@@ -157,6 +191,7 @@ def test_kubectl_apply_is_refused_with_codes_and_paths_and_warned(
         else:
             pytest.fail(f"the rotated certificate was not served: {again.stderr}")
         assert operator.process is not None and operator.process.poll() is None
+        assert certificate_expiry(operator.metrics()) == not_after(webhook.tls.cert)
 
         # Down: Fail refuses everything it would judge, Ignore lets it through unjudged.
         operator.stop()

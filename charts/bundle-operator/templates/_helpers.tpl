@@ -136,3 +136,10 @@ annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* Seconds in a Prometheus duration of one unit ("30m", "14d"), for comparing with a timestamp's age. */}}
+{{- define "bundle-operator.seconds" -}}
+{{- $unit := regexFind "[smhdw]$" . -}}
+{{- $factor := get (dict "s" 1 "m" 60 "h" 3600 "d" 86400 "w" 604800) $unit -}}
+{{- mul (regexFind "^[0-9]+" . | int64) $factor -}}
+{{- end -}}

@@ -14,7 +14,7 @@ from prometheus_client.metrics import MetricWrapperBase
 import bundle_operator
 from bundle_operator.docgen import PageSet
 from bundle_operator.docgen._cells import cell, code
-from bundle_operator.k8s.process.metrics import Metrics, PlatformLoad
+from bundle_operator.k8s.process.metrics import Metrics, OptionalGauge, PlatformLoad
 
 if TYPE_CHECKING:
     from bundle_operator.k8s.platforms import PlatformPool
@@ -53,6 +53,11 @@ def operator_metrics() -> list[MetricDoc]:
         MetricDoc(c._name, str(c._type), tuple(c._labelnames), c._documentation)
         for c in vars(metrics).values()
         if isinstance(c, MetricWrapperBase)
+    ]
+    found += [
+        MetricDoc(c.name, "gauge", (), c.documentation, created=False)
+        for c in vars(metrics).values()
+        if isinstance(c, OptionalGauge)
     ]
     empty = cast("PlatformPool", SimpleNamespace(gates={}, shared={}))
     for family in PlatformLoad(empty).collect():

@@ -17,10 +17,13 @@ from typing import Any
 
 import kopf
 
+from bundle_operator.k8s import spans
 from bundle_operator.k8s.logs import object_extra
 from bundle_operator.k8s.process.metrics import METRICS, RECONCILE_KINDS, ReconcileResult
 from bundle_operator.k8s.reconcile import Retry, backoff
+from bundle_operator.k8s.spans import Trigger
 from bundle_operator.platform.gate import CALLER
+from bundle_operator.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -70,24 +73,33 @@ class Envelope:
         *,
         passing: tuple[type[BaseException], ...] = PASSING,
         share: str | None = None,
+        trigger: Trigger = "event",
     ) -> ReconcileResult | None:
         """Run ``work`` in a slot of ``kind`` under the object's lock; failures propagate, counted.
 
         The run's platform calls are the object's share of the fair-share gate, or ``share``'s when
-        many background runs must count as one (so that they never outweigh the reconciles)."""
+        many background runs must count as one (so that they never outweigh the reconciles). The
+        run is one span, ``reconcile <kind>``, the root of its trace; the reconciler adds what it
+        reconciles (spans.py) and a span per step."""
         started = time.monotonic()
         result: ReconcileResult | None = "error"
         caller = CALLER.set(share or uid)
+        attributes = {spans.KIND: kind, spans.UID: uid, spans.TRIGGER: trigger}
         try:
-            async with self.slots(kind), self.lock(uid):
-                result = await work()
-                if result is not None:
-                    self.last_run[uid] = time.monotonic()
-                    self.touch()
-            return result
-        except passing:
-            result = "retry"
-            raise
+            # A new trace per run: a drift check started from a reconcile's task is no child of it.
+            with tracing.span(f"reconcile {kind}", attributes, parent=spans.ROOT):
+                try:
+                    async with self.slots(kind), self.lock(uid):
+                        result = await work()
+                        if result is not None:
+                            self.last_run[uid] = time.monotonic()
+                            self.touch()
+                    return result
+                except passing:
+                    result = "retry"
+                    raise
+                finally:
+                    tracing.set_attributes({spans.RESULT: result or "skipped"})
         finally:
             CALLER.reset(caller)
             if result is not None:
@@ -98,7 +110,7 @@ class Envelope:
         is logged and retried with backoff, never in a hot loop."""
         uid = str(meta["uid"])
         try:
-            await self.run(kind, uid, work)
+            await self.run(kind, uid, work, trigger="event")
         except Retry as exc:
             self.failed_at[uid] = time.monotonic()  # a recovered platform wakes it (drift_clock.py)
             raise kopf.TemporaryError(str(exc), delay=exc.delay) from None

@@ -308,6 +308,7 @@ async def endpoint_deleted(
         return "success"
 
     await rt.reconciled("Endpoint", body, retry, run)
+    rt.endpoint_gauges.forget(namespace or "", name)
     rt.nudges.forget_endpoint(namespace or "", name)
 
 

@@ -79,7 +79,7 @@ async def _reconcile_bundle(rt: Runtime, fresh: dict[str, Any], uid: str, attemp
         outcomes.append(await rt.bundles.reconcile(fresh, attempt=attempt))
         return outcomes[-1].result
 
-    await rt.envelope.run("Bundle", uid, work)
+    await rt.envelope.run("Bundle", uid, work, trigger="refresh")
     return outcomes[-1]
 
 
@@ -95,7 +95,7 @@ async def refresh_endpoint(rt: Runtime, namespace: str, name: str, uid: str) -> 
         async def work() -> ReconcileResult:
             return await rt.endpoints.reconcile(fresh)
 
-        await rt.envelope.run("Endpoint", uid, work, share=ENDPOINT_REFRESHES)
+        await rt.envelope.run("Endpoint", uid, work, share=ENDPOINT_REFRESHES, trigger="refresh")
     except Retry as exc:
         log.info("endpoint refresh will be retried: %s", exc, extra=extra)
     except Exception:

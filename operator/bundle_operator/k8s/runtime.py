@@ -29,7 +29,7 @@ from bundle_operator.k8s.kube import Kube, KubeError
 from bundle_operator.k8s.nudges import Nudges
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.process.health import Liveness
-from bundle_operator.k8s.process.metrics import METRICS, InstallationGauges, ReconcileResult
+from bundle_operator.k8s.process.metrics import METRICS, EndpointGauges, InstallationGauges, ReconcileResult
 from bundle_operator.k8s.process.watch_lag import Deliveries
 from bundle_operator.k8s.reconcile import OperatorSettings, Retry
 
@@ -51,6 +51,7 @@ class Runtime:
     envelope: Envelope
     holds: SecretHolds
     nudges: Nudges
+    endpoint_gauges: EndpointGauges = field(default_factory=lambda: EndpointGauges(METRICS))
     peers: PeersView = field(default_factory=PeersView)
     # What the watches delivered, for the watch checks of run.py (watch_lag.py).
     deliveries: Deliveries = field(default_factory=Deliveries)
@@ -134,7 +135,7 @@ class Runtime:
             return await self.installations.reconcile(fresh, peers, attempt=attempt, reads_since=slot)
 
         # The clock retries a Kubernetes API failure after its backoff, as it does a Retry.
-        return await self.envelope.run(INSTALLATION, uid, work, passing=(Retry, KubeError))
+        return await self.envelope.run(INSTALLATION, uid, work, passing=(Retry, KubeError), trigger="drift")
 
     def start_drift_clock(self) -> None:
         """Run the drift checks while kopf runs (a standby checks nothing)."""
@@ -169,12 +170,13 @@ def build_runtime(
 ) -> Runtime:
     """The reconcilers over one Kubernetes client and one pool of platform clients, sharing events."""
     events = Events(kube)
-    gauges = InstallationGauges(METRICS)
+    gauges, endpoint_gauges = InstallationGauges(METRICS), EndpointGauges(METRICS)
     return Runtime(
         kube=kube,
         installations=InstallationReconciler(kube, settings, platforms, events, on_status=gauges.set),
         bundles=BundleReconciler(kube, settings.sources, events),
-        endpoints=EndpointReconciler(kube, settings, platforms, events),
+        endpoints=EndpointReconciler(kube, settings, platforms, events, on_members=endpoint_gauges.set),
+        endpoint_gauges=endpoint_gauges,
         liveness=liveness,
         default_platform_url=settings.default_platform_url,
         gauges=gauges,

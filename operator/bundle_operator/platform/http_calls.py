@@ -18,13 +18,16 @@ from typing import Any, Self, TypeVar
 from urllib.parse import quote, unquote
 
 import httpx
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from bundle_operator.platform.errors import PlatformError, Unavailable, error_for_status
 from bundle_operator.platform.gate import OK, CallGate, CircuitOpen, Outcome
 from bundle_operator.platform.models import Page, Problem
 from bundle_operator.platform.retry import RetryPolicy, parse_retry_after
+from bundle_operator.platform.routes import route_template
 from bundle_operator.platform.sharing import SharedReads
+from bundle_operator.telemetry import tracing
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -149,7 +152,7 @@ class PlatformHttp:
         for attempt in range(self._retry.attempts):
             last = attempt == self._retry.attempts - 1
             try:
-                response = await self._send(method, path, body, params, all_headers, http_timeout)
+                response = await self._send(method, path, body, params, all_headers, http_timeout, attempt)
             except CircuitOpen as exc:
                 if last or (exc.retry_after or 0.0) > _WAIT_OUT_PAUSE:
                     raise
@@ -190,20 +193,25 @@ class PlatformHttp:
         params: Mapping[str, str] | None,
         headers: Mapping[str, str],
         http_timeout: httpx.Timeout | None = None,
+        attempt: int = 0,
     ) -> httpx.Response:
         """One HTTP call, through the platform's gate when there is one."""
         # httpx takes its own sentinel, not None, for "the client's timeout".
         timeout_arg: Any = http_timeout if http_timeout is not None else httpx.USE_CLIENT_DEFAULT
+
+        async def send() -> httpx.Response:
+            if not tracing.enabled():
+                return await self._http.request(
+                    method, path, content=body, params=params, headers=headers, timeout=timeout_arg
+                )
+            return await self._traced(method, path, body, params, headers, timeout_arg, attempt)
+
         if self.gate is None:
-            return await self._http.request(
-                method, path, content=body, params=params, headers=headers, timeout=timeout_arg
-            )
+            return await send()
         try:
             async with self.gate.slot() as report:
                 try:
-                    response = await self._http.request(
-                        method, path, content=body, params=params, headers=headers, timeout=timeout_arg
-                    )
+                    response = await send()
                 except _NOT_SENT:
                     report(Outcome(overloaded=True))
                     raise
@@ -219,6 +227,43 @@ class PlatformHttp:
         finally:
             if method != "GET" and self.shared is not None:
                 self.shared.wrote(_workspace_of(path))
+
+    async def _traced(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        params: Mapping[str, str] | None,
+        headers: Mapping[str, str],
+        timeout_arg: Any,
+        attempt: int,
+    ) -> httpx.Response:
+        """One attempt as a CLIENT span named by its route, its context sent as ``traceparent``.
+
+        The name holds no ids or workspace (``routes.py``); the concrete URL is an attribute. A
+        repeated call is one span per attempt, each with its ``http.request.resend_count``.
+        """
+        attributes: dict[str, tracing.AttributeValue | None] = {
+            "http.request.method": method,
+            "url.full": f"{self.base_url}{path}",
+            "server.address": self._http.base_url.host,
+            "http.request.resend_count": attempt or None,
+        }
+        with tracing.span(f"{method} {route_template(path)}", attributes, kind=SpanKind.CLIENT) as span:
+            sent = dict(headers)
+            tracing.inject(sent)
+            try:
+                response = await self._http.request(
+                    method, path, content=body, params=params, headers=sent, timeout=timeout_arg
+                )
+            except httpx.TransportError as exc:
+                span.set_attribute("error.type", type(exc).__name__)
+                raise
+            span.set_attribute("http.response.status_code", response.status_code)
+            if response.status_code >= 400:
+                span.set_attribute("error.type", str(response.status_code))
+                tracing.fail(f"HTTP {response.status_code}")
+            return response
 
     async def _call(
         self,

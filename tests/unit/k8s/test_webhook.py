@@ -5,6 +5,7 @@ failure policy, and hostile reviews refused without slowing the others."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -13,8 +14,13 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography import x509
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
+from bundle_operator.k8s.process.metrics import Metrics
 from bundle_operator.k8s.webhook import server as webhook
+from bundle_operator.k8s.webhook.certs import make_pair
 from bundle_operator.k8s.webhook.server import MAX_BODY_BYTES, serve_webhook
 from tests.documents import bundle_document
 from tests.tls import TlsFiles, throwaway_tls
@@ -199,3 +205,88 @@ async def test_reviews_beyond_the_slots_are_turned_away_for_the_failure_policy(
     assert answer["allowed"] is False  # the first, out of time, is refused under Fail
     third = json.loads((await validate(Posted(body))).body)["response"]
     assert third["status"]["details"]["causes"][0]["reason"] == "not_analyzed_in_time"  # slot freed
+
+
+# --- metrics ---------------------------------------------------------------------------------------
+
+REVIEWS = "bundle_operator_admission_reviews"
+EXPIRY = "bundle_operator_webhook_certificate_expiry_timestamp_seconds"
+GOOD = {"source": {"inline": bundle_document("kit", agents=[{"key": "bot", "name": "Bot"}])}}
+
+
+def scrape(metrics: Metrics) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """The /metrics text as family -> sorted labels of a sample -> value."""
+    found: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        for s in family.samples:
+            found.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return found
+
+
+def reviews(kind: str, operation: str, result: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted({"kind": kind, "operation": operation, "result": result}.items()))
+
+
+async def test_admission_reviews_are_counted_by_kind_operation_and_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    metrics = Metrics(CollectorRegistry())
+    validate = webhook.handler(NoBundles(), metrics=metrics)
+    before = scrape(metrics)[f"{REVIEWS}_total"]
+    # Every kind's series is there before the first review, so rate() works from the start.
+    assert before[reviews("Bundle", "CREATE", "error")] == 0
+    assert before[reviews("Endpoint", "UPDATE", "denied")] == 0
+
+    allowed = json.loads((await validate(Posted(json.dumps(review_of(GOOD)).encode()))).body)["response"]
+    denied = json.loads((await validate(Posted(json.dumps(review_of(BROKEN)).encode()))).body)["response"]
+    assert (allowed["allowed"], denied["allowed"]) == (True, False)
+
+    async def broken(request: dict[str, Any], bundles: Any) -> Any:
+        raise KeyError("inside")
+
+    monkeypatch.setattr(webhook, "review", broken)
+    failed = json.loads((await validate(Posted(json.dumps(review_of(GOOD)).encode()))).body)["response"]
+    assert failed["allowed"] is False
+    not_a_review = await validate(Posted(b'{"kind": "Pod"}'))
+    assert not_a_review.status == 400
+
+    after = scrape(metrics)
+    counted = after[f"{REVIEWS}_total"]
+    assert counted[reviews("Bundle", "CREATE", "allowed")] == 1
+    assert counted[reviews("Bundle", "CREATE", "denied")] == 1
+    assert counted[reviews("Bundle", "CREATE", "error")] == 1
+    assert counted[reviews("other", "other", "error")] == 1
+    assert sum(counted.values()) == 4
+    durations = after["bundle_operator_admission_review_duration_seconds_count"]
+    assert durations[(("kind", "Bundle"),)] == 3 and durations[(("kind", "other"),)] == 1
+
+
+def not_after(certificate: Path) -> float:
+    return x509.load_pem_x509_certificate(certificate.read_bytes()).not_valid_after_utc.timestamp()
+
+
+async def test_the_certificate_expiry_is_the_served_ones_and_follows_a_reload(tmp_path: Path) -> None:
+    metrics = Metrics(CollectorRegistry())
+    assert EXPIRY not in scrape(metrics)  # no webhook, no series
+    tls = throwaway_tls(tmp_path)
+    (tmp_path / "tls.crt").write_bytes(tls.cert.read_bytes())
+    (tmp_path / "tls.key").write_bytes(tls.key.read_bytes())
+    runner = await serve_webhook("127.0.0.1", 0, tmp_path, NoBundles(), reload_every=0.05, metrics=metrics)
+    try:
+        assert scrape(metrics)[EXPIRY][()] == not_after(tls.cert)
+        # The operator's own pair, as certs.py renews it, valid from another day.
+        later = make_pair(
+            "bundle-operator-webhook", "ops", datetime.datetime(2031, 5, 1, tzinfo=datetime.UTC)
+        )
+        (tmp_path / "tls.key").write_bytes(later["tls.key"])
+        (tmp_path / "tls.crt").write_bytes(later["tls.crt"])
+        expected = not_after(tmp_path / "tls.crt")
+        assert expected != not_after(tls.cert)
+        for _ in range(100):
+            if scrape(metrics)[EXPIRY][()] == expected:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the reloaded certificate's expiry was not reported")
+    finally:
+        await runner.cleanup()

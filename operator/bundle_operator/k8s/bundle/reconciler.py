@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s import spans
 from bundle_operator.k8s.bundle.sources import SourceError, SourceSettings, resolve
 from bundle_operator.k8s.bundle.status import bundle_status_fields
 from bundle_operator.k8s.event_reasons import REGISTRY_RECORD_DEPRECATED, REGISTRY_VERSION_CHANGED
@@ -17,6 +18,7 @@ from bundle_operator.k8s.process.metrics import ReconcileResult
 from bundle_operator.k8s.reconcile import Retry, backoff
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, BundleSpec
 from bundle_operator.sources.resolution import Resolved
+from bundle_operator.telemetry import tracing
 
 _UNRESOLVED: dict[str, Any] = {
     "digest": None,
@@ -50,13 +52,15 @@ class BundleReconciler:
     async def reconcile(self, body: dict[str, Any], *, attempt: int = 0) -> BundleOutcome:
         """Resolve and analyze; write status. Raises Retry on a temporary failure."""
         meta = body["metadata"]
+        spans.bundle(body)
         patch: dict[str, Any]
         conditions: list[cond.Cond]
         result: ReconcileResult = "success"
         reason: str | None = None
         try:
             spec = BundleSpec.model_validate(body.get("spec") or {})
-            resolved = await resolve(spec.source, meta["namespace"], self.kube, self.settings)
+            with tracing.span("resolve"):
+                resolved = await resolve(spec.source, meta["namespace"], self.kube, self.settings)
         except ValidationError as exc:
             patch = dict(_UNRESOLVED)
             reason = "InvalidSpec"
@@ -89,7 +93,8 @@ class BundleReconciler:
                 name, version = patch.get("bundleName"), patch.get("version")
                 message = f"bundle {name} {version or ''} from {resolved.origin}".replace("  ", " ")
                 conditions = cond.ready("Resolved", "; ".join([message, *resolved.warnings]))
-        await self._write(body, patch, conditions, True)
+        with tracing.span("report"):
+            await self._write(body, patch, conditions, True)
         return BundleOutcome(result, reason)
 
     async def _announce(self, body: dict[str, Any], resolved: Resolved) -> None:

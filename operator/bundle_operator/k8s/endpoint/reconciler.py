@@ -30,6 +30,7 @@ from urllib.parse import quote
 from pydantic import SecretStr, ValidationError
 
 from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s import spans
 from bundle_operator.k8s.endpoint.secret import (
     KIND,
     LABEL_ENDPOINT,
@@ -42,7 +43,13 @@ from bundle_operator.k8s.endpoint.secret import (
     secret_body,
     secret_current,
 )
-from bundle_operator.k8s.endpoint.status import EndpointStatus, cleared, ready_conditions, served_view
+from bundle_operator.k8s.endpoint.status import (
+    EndpointStatus,
+    MembersCallback,
+    cleared,
+    ready_conditions,
+    served_view,
+)
 from bundle_operator.k8s.endpoint.target import Target, Waiting, find_target
 from bundle_operator.k8s.event_reasons import (
     DELETE_BLOCKED,
@@ -77,6 +84,7 @@ from bundle_operator.platform.errors import Conflict, NotFound, PlatformError, P
 from bundle_operator.platform.models import Endpoint, EndpointCreate, EndpointUpdate
 from bundle_operator.platform.models import EndpointOAuth as PlatformOAuth
 from bundle_operator.platform.models import EndpointRateLimit as PlatformRateLimit
+from bundle_operator.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -167,16 +175,23 @@ class EndpointReconciler:
     """Reconciles Endpoints against the platform their installations install into."""
 
     def __init__(
-        self, kube: Kube, settings: OperatorSettings, platforms: PlatformPool, events: Events
+        self,
+        kube: Kube,
+        settings: OperatorSettings,
+        platforms: PlatformPool,
+        events: Events,
+        on_members: MembersCallback | None = None,
     ) -> None:
         self.kube = kube
         self.settings = settings
         self.platforms = platforms
         self.events = events
+        self.on_members = on_members
 
     async def reconcile(self, body: dict[str, Any], *, attempt: int = 0) -> ReconcileResult:
         """Bring the platform endpoint and the credentials Secret to the spec; the result for metrics."""
-        run = Run(body, EndpointStatus(self.kube, body), attempt, is_paused(body))
+        spans.endpoint(body)
+        run = Run(body, EndpointStatus(self.kube, body, on_members=self.on_members), attempt, is_paused(body))
         spec = self._read_spec(run)
         if isinstance(spec, Done):
             await run.status.write()
@@ -216,12 +231,21 @@ class EndpointReconciler:
 
     async def _run(self, run: Run, spec: EndpointSpec) -> Done:
         """The steps in order; Waiting, SetupProblem and failed calls end the run in ``reconcile``."""
-        target = await find_target(self.kube, self.settings, self.platforms, run.namespace, spec)
-        secret = await self._own_secret(run, spec)
-        observed = await self._create(run, spec, target, await self._observe(target, run.name))
-        observed = await self._update(run, spec, target, observed)
-        await self._credentials(run, spec, target, observed, secret)
-        return await self._report(run, spec, target, observed)
+        with tracing.span("target"):
+            target = await find_target(self.kube, self.settings, self.platforms, run.namespace, spec)
+        tracing.set_attributes({spans.WORKSPACE: target.workspace})
+        with tracing.span("secret"):
+            secret = await self._own_secret(run, spec)
+        with tracing.span("observe"):
+            found = await self._observe(target, run.name)
+        with tracing.span("create"):
+            observed = await self._create(run, spec, target, found)
+        with tracing.span("update"):
+            observed = await self._update(run, spec, target, observed)
+        with tracing.span("credentials"):
+            await self._credentials(run, spec, target, observed, secret)
+        with tracing.span("report"):
+            return await self._report(run, spec, target, observed)
 
     # --- the steps -------------------------------------------------------------------------------
 

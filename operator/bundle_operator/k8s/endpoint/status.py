@@ -4,6 +4,7 @@ Ready condition a person can act on. Written only when something changed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,9 +76,15 @@ def degraded(members: list[dict[str, Any]], *, enabled: bool = True) -> cond.Con
     )
 
 
+# (namespace, name, status.members as written): the metrics' member gauges.
+MembersCallback = Callable[[str, str, Sequence[dict[str, Any]]], None]
+
+
 @dataclass
 class EndpointStatus(StatusDraft):
-    """The Endpoint's status; written only when something changed."""
+    """The Endpoint's status; written only when something changed, told to the metrics after."""
+
+    on_members: MembersCallback | None = None
 
     def served(self, view: dict[str, Any]) -> None:
         self.patch.update(view)
@@ -95,10 +102,16 @@ class EndpointStatus(StatusDraft):
     async def write(self, *, observed: bool = True) -> None:
         if observed:
             self.patch["observedGeneration"] = self.generation
-        if not self.changed() or not await self.send(ENDPOINT_PLURAL, observed=observed):
-            return
-        # A later write in the same run compares with what is there now.
-        self.body = {**self.body, "status": {**self.previous(), **self.patch}}
+        if self.changed():
+            if not await self.send(ENDPOINT_PLURAL, observed=observed):
+                return  # deleted meanwhile
+            # A later write in the same run compares with what is there now.
+            self.body = {**self.body, "status": {**self.previous(), **self.patch}}
+        if self.on_members is not None:
+            # Also when nothing changed: after a restart the first run finds the status as it was.
+            meta = self.body["metadata"]
+            members = {**self.previous(), **self.patch}.get("members") or []
+            self.on_members(meta["namespace"], meta["name"], members)
 
 
 _EMPTY: dict[str, Any] = {

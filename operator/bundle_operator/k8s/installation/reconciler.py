@@ -27,6 +27,7 @@ from bundle_operator.engine.drift import DriftReport, drift_from, troubles
 from bundle_operator.engine.live import read_snapshot
 from bundle_operator.engine.plan import Plan, plan
 from bundle_operator.k8s import conditions as cond
+from bundle_operator.k8s import spans
 from bundle_operator.k8s.event_reasons import (
     CONFLICT,
     DRIFT_CORRECTED,
@@ -86,6 +87,7 @@ from bundle_operator.k8s.reconcile import (
 from bundle_operator.k8s.resources import BundleInstallationSpec
 from bundle_operator.platform.errors import PlatformError
 from bundle_operator.platform.sharing import READ_POLICY, ReadPolicy
+from bundle_operator.telemetry import tracing
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -167,15 +169,20 @@ class InstallationReconciler:
             READ_POLICY.reset(policy)
 
     async def _run(self, run: Run, peers: Peers) -> Done:
-        """The steps in order; each may end the run."""
+        """The steps in order; each may end the run. Each is a span under the reconcile's."""
+        spans.installation(run.body)
         spec = self._read_spec(run)
         if isinstance(spec, Done):
             return await self._written(run, spec)
-        inputs = await self._resolve(run, spec, peers)
+        with tracing.span("resolve"):
+            inputs = await self._resolve(run, spec, peers)
         if isinstance(inputs, Done):
             return inputs
+        if (bundle := inputs.parsed.bundle) is not None:
+            tracing.set_attributes({spans.BUNDLE_NAME: bundle.name, spans.BUNDLE_VERSION: bundle.version})
         try:
-            planned = await self._analyze(run, inputs)
+            with tracing.span("analyze"):
+                planned = await self._analyze(run, inputs)
             if isinstance(planned, Done):
                 return planned
             # An entity deleted on the platform is drift: Warn reports it, Correct (or the next change
@@ -183,18 +190,27 @@ class InstallationReconciler:
             # retried by the next run that writes, not by a run of their own that would flap Ready.
             correct = inputs.spec.drift_policy.mode == "Correct"
             writes = planned.writes(recreate_deleted=correct, retry_leftovers=False)
-            if (held := await self._hold(run, inputs, planned, writes)) is not None:
+            with tracing.span("hold"):
+                held = await self._hold(run, inputs, planned, writes)
+            if held is not None:
                 return held
-            if writes and (too_large := await self._fits(run, inputs, planned)) is not None:
-                return too_large
-            if (waiting := await self._gate(run, inputs, planned, writes)) is not None:
+            if writes:
+                with tracing.span("fits"):
+                    too_large = await self._fits(run, inputs, planned)
+                if too_large is not None:
+                    return too_large
+            with tracing.span("gate"):
+                waiting = await self._gate(run, inputs, planned, writes)
+            if waiting is not None:
                 return waiting
-            converged = await (
-                self._apply(run, inputs, planned) if writes else self._observe(run, inputs, planned)
-            )
+            with tracing.span("apply" if writes else "observe"):
+                converged = await (
+                    self._apply(run, inputs, planned) if writes else self._observe(run, inputs, planned)
+                )
             if isinstance(converged, Done):
                 return converged
-            return await self._report(run, inputs, planned, converged)
+            with tracing.span("report"):
+                return await self._report(run, inputs, planned, converged)
         except PlatformError as exc:
             return await self._platform_failure(run, exc)
         except StateConflict as exc:

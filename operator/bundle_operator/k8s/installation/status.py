@@ -4,7 +4,7 @@ conditions, from the engine's plan, record and drift report. Pure, but for the w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +20,9 @@ from bundle_operator.k8s.resources import INSTALLATION_PLURAL, BundleInstallatio
 
 _PREVIEW_ACTION = {"CREATE": "Create", "REUSE": "Reuse", "UPDATE": "Update", "SKIPPED": "Skipped"}
 
-# (namespace, name, Ready's status, how many entities drifted): the metrics' gauges.
-StatusCallback = Callable[[str, str, str, int], None]
+# (namespace, name, Ready's status, how many entities drifted, the conditions as written): the
+# metrics' gauges.
+StatusCallback = Callable[[str, str, str, int, Sequence[dict[str, Any]]], None]
 
 
 @dataclass
@@ -35,11 +36,12 @@ class InstallationStatus(StatusDraft):
         if not await self.send(INSTALLATION_PLURAL, observed=observed) or self.on_status is None:
             return
         meta = self.body["metadata"]
+        conditions = self.patch.get("conditions") or self.previous().get("conditions") or []
         ready = next(
             (c["status"] for c in self.patch.get("conditions", []) if c["type"] == "Ready"), "Unknown"
         )
         drifted = len(self.patch.get("drift") or self.previous().get("drift") or [])
-        self.on_status(meta["namespace"], meta["name"], ready, drifted)
+        self.on_status(meta["namespace"], meta["name"], ready, drifted, conditions)
 
 
 def preview_status(planned: Plan) -> dict[str, Any]:

@@ -16,14 +16,22 @@ Two ways to measure platform calls; use one of them, not both (each would count 
   already accepts. It sees answers and transport failures (``status="error"``) alike.
 
 Each attempt of a repeated call is one observation: retries are visible as extra calls.
+
+Per-object state is fed by the writers of status: ``InstallationGauges`` after each
+BundleInstallation status write (``installations``, ``drifted_entities``, and how long each
+condition has held its status and reason), ``EndpointGauges`` after each Endpoint status write
+(each member's health); both ``forget`` an object when it is deleted, so its series go. The
+webhook server counts and times admission reviews and sets its certificate's expiry when it loads
+it; that gauge is absent while no webhook runs.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import httpx
@@ -32,7 +40,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
-from bundle_operator.platform.kinds import ALL_KINDS
+from bundle_operator.platform.routes import OTHER_ROUTE, route_template
 
 if TYPE_CHECKING:
     from bundle_operator.k8s.platforms import PlatformPool
@@ -42,17 +50,23 @@ PREFIX: Final = "bundle_operator_"
 ReconcileKind = Literal["Bundle", "BundleInstallation", "Endpoint"]
 ReconcileResult = Literal["success", "blocked", "stalled", "retry", "error"]
 ReadyState = Literal["True", "False", "Unknown"]
+AdmissionResult = Literal["allowed", "denied", "error"]
 
 RECONCILE_KINDS: Final[tuple[ReconcileKind, ...]] = ("Bundle", "BundleInstallation", "Endpoint")
 RECONCILE_RESULTS: Final[tuple[ReconcileResult, ...]] = ("success", "blocked", "stalled", "retry", "error")
 READY_STATES: Final[tuple[ReadyState, ...]] = ("True", "False", "Unknown")
+# What an admission review is labelled with; anything else counts as "other".
+ADMISSION_KINDS: Final = ("Bundle", "BundleInstallation", "Endpoint")
+ADMISSION_OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+ADMISSION_RESULTS: Final[tuple[AdmissionResult, ...]] = ("allowed", "denied", "error")
 
-OTHER_ROUTE: Final = "other"
 ERROR_STATUS: Final = "error"
 
 # A reconcile may wait on several platform calls with backoff; a platform call is usually fast.
 _RECONCILE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# An admission answer comes within the webhook's timeoutSeconds (at most 30).
+_ADMISSION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0, 30.0)
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _STARTED_KEY = "bundle_operator_started"
 
@@ -113,6 +127,38 @@ class Metrics:
             "Platform entities of an installation whose live state differs from what it last wrote.",
             ("namespace", "name"),
         )
+        self.installation_condition_since = gauge(
+            "installation_condition_since_timestamp_seconds",
+            "Unix time since when a BundleInstallation's condition has had this status and reason: "
+            "its lastTransitionTime when a write changed the status, the time of the write when only "
+            "the reason changed. After an operator restart, an installation's first series take the "
+            "lastTransitionTime, though the reason may have changed since.",
+            ("namespace", "name", "condition", "status", "reason"),
+        )
+        self.endpoint_member_up = gauge(
+            "endpoint_member_up",
+            "1 while an Endpoint's status.members says the member is healthy, 0 while it does not.",
+            ("namespace", "name", "member"),
+        )
+        self.admission_reviews = counter(
+            "admission_reviews_total",
+            "AdmissionReviews the validating webhook answered, by kind, operation and result "
+            "(allowed, denied, or error: it could not read or judge the review and answered with a "
+            "failure).",
+            ("kind", "operation", "result"),
+        )
+        self.admission_review_duration = histogram(
+            "admission_review_duration_seconds",
+            "Time from an AdmissionReview reaching the webhook to its answer, by kind.",
+            ("kind",),
+            buckets=_ADMISSION_BUCKETS,
+        )
+        self.webhook_certificate_expiry = OptionalGauge(
+            f"{PREFIX}webhook_certificate_expiry_timestamp_seconds",
+            "NotAfter (Unix time) of the serving certificate the webhook server loaded last; absent "
+            "while the webhook does not run.",
+        )
+        registry.register(self.webhook_certificate_expiry)
         self.leader = gauge(
             "leader",
             "1 while this replica reconciles (it holds the leader election lease, or runs without "
@@ -125,6 +171,11 @@ class Metrics:
                 self.reconciles.labels(kind, result)
         for ready in READY_STATES:
             self.installations.labels(ready).set(0)
+        for admission_kind in (*ADMISSION_KINDS, OTHER_ROUTE):
+            self.admission_review_duration.labels(admission_kind)
+            for operation in ("CREATE", "UPDATE"):
+                for admission_result in ADMISSION_RESULTS:
+                    self.admission_reviews.labels(admission_kind, operation, admission_result)
 
     def observe_reconcile(self, kind: ReconcileKind, result: ReconcileResult, seconds: float) -> None:
         """Count one finished reconcile and its duration."""
@@ -135,12 +186,53 @@ class Metrics:
         self.reconciles.labels(kind, result).inc()
         self.reconcile_duration.labels(kind).observe(max(seconds, 0.0))
 
+    def observe_admission(
+        self, kind: object, operation: object, result: AdmissionResult, seconds: float
+    ) -> None:
+        """Count one answered AdmissionReview; a kind or operation we do not know counts as other."""
+        kind_label = kind if isinstance(kind, str) and kind in ADMISSION_KINDS else OTHER_ROUTE
+        operation_label = (
+            operation if isinstance(operation, str) and operation in ADMISSION_OPERATIONS else OTHER_ROUTE
+        )
+        self.admission_reviews.labels(kind_label, operation_label, result).inc()
+        self.admission_review_duration.labels(kind_label).observe(max(seconds, 0.0))
+
     def observe_platform_call(self, method: str, path: str, status: int | str, seconds: float) -> None:
         """Count one platform call; ``path`` is the concrete request path, templated here."""
         method_label = method.upper() if method.upper() in _METHODS else "OTHER"
         route = route_template(path)
         self.platform_calls.labels(method_label, route, str(status)).inc()
         self.platform_call_duration.labels(method_label, route).observe(max(seconds, 0.0))
+
+
+class OptionalGauge:
+    """A gauge without labels that a scrape shows only once it was set (a plain Gauge shows 0)."""
+
+    def __init__(self, name: str, documentation: str) -> None:
+        self.name = name
+        self.documentation = documentation
+        self._value: float | None = None
+
+    def set(self, value: float) -> None:
+        """Show ``value`` from now on."""
+        self._value = value
+
+    @property
+    def value(self) -> float | None:
+        """The value set last, or None."""
+        return self._value
+
+    def collect(self) -> Iterator[Metric]:
+        """The family with its one sample, or nothing before the first set."""
+        if self._value is None:
+            return
+        family = GaugeMetricFamily(self.name, self.documentation)
+        family.add_metric([], self._value)
+        yield family
+
+    def describe(self) -> Iterator[Metric]:
+        """The family's name for the registry, whether set or not."""
+        yield GaugeMetricFamily(self.name, self.documentation)
 
 
 def kube_resource(path: str) -> str:
@@ -162,80 +254,6 @@ def kube_resource(path: str) -> str:
 
 REGISTRY: Final = CollectorRegistry()
 METRICS: Final = Metrics(REGISTRY)
-
-
-# --- route templates ------------------------------------------------------------------------
-
-# Artifacts are no entity kind (they are addressed by digest) but have the same two routes.
-_COLLECTIONS: Final = frozenset(kind.path for kind in ALL_KINDS) | {"artifacts"}
-# Sub-collections of a gateway bundle; each has a /{id} item route (the actions and the audit
-# log below have none). Resource names keep their
-# '/' in the path, so a resource item may span several segments.
-_GATEWAY_COLLECTIONS: Final = frozenset(
-    {"members", "tools", "member-prompts", "member-resources", "prompts", "resources"}
-)
-_GATEWAY_ACTIONS: Final = frozenset({"rename", "members:order", "audit"})
-
-
-# The one sub-collection of a knowledge set and of an app, each with a /{id} item route.
-_SUB_COLLECTIONS: Final = {"knowledge-sets": "sources", "apps": "versions"}
-
-
-# Read-only catalogs of what the workspace offers (no ids below them).
-_CATALOGS = frozenset({"models"})
-
-
-def route_template(path: str) -> str:
-    """The platform API route a request path belongs to, with ids as ``{id}`` and the workspace
-    as ``{ws}``; ``other`` for a path the API does not have.
-
-    ``path`` is the path as sent (percent-encoded; a query string is ignored). A base-URL prefix
-    before ``/v1/`` is dropped.
-    """
-    path = path.split("?", 1)[0]
-    segments = path.split("/")
-    for index in range(len(segments) - 1):
-        if segments[index] == "v1" and segments[index + 1] == "workspaces":
-            return _workspace_route(segments[index + 2 :])
-    if segments[-1] == "healthz":
-        return "/healthz"
-    return OTHER_ROUTE
-
-
-def _workspace_route(rest: list[str]) -> str:
-    # rest: the segments after /v1/workspaces; empty segments (//, a trailing /) are no route.
-    if len(rest) < 2 or not all(rest):
-        return OTHER_ROUTE
-    base = "/v1/workspaces/{ws}"
-    collection, tail = rest[1], rest[2:]
-    if collection == "idempotency-keys":
-        return f"{base}/idempotency-keys/{{id}}" if len(tail) == 1 else OTHER_ROUTE
-    if collection in _CATALOGS:
-        return f"{base}/{collection}" if not tail else OTHER_ROUTE
-    if collection not in _COLLECTIONS:
-        return OTHER_ROUTE
-    if not tail:
-        return f"{base}/{collection}"
-    if len(tail) == 1:
-        return f"{base}/{collection}/{{id}}"
-    if collection == "endpoints" and tail[1:] == ["api-key"]:
-        return f"{base}/endpoints/{{id}}/api-key"
-    sub_collection = _SUB_COLLECTIONS.get(collection)
-    if sub_collection is not None and tail[1] == sub_collection and len(tail) <= 3:
-        return f"{base}/{collection}/{{id}}/{sub_collection}" + ("/{id}" if len(tail) == 3 else "")
-    if collection != "gateway-bundles":
-        return OTHER_ROUTE
-    gateway = f"{base}/gateway-bundles/{{id}}"
-    sub, items = tail[1], tail[2:]
-    if sub in _GATEWAY_ACTIONS and not items:
-        return f"{gateway}/{sub}"
-    if sub not in _GATEWAY_COLLECTIONS:
-        return OTHER_ROUTE
-    if not items:
-        return f"{gateway}/{sub}"
-    if len(items) == 1 or sub == "resources":
-        return f"{gateway}/{sub}/{{id}}"
-    return OTHER_ROUTE
 
 
 # --- platform calls -------------------------------------------------------------------------
@@ -311,30 +329,62 @@ _READY_BY_TEXT: Final[dict[str, ReadyState]] = {state: state for state in READY_
 
 
 @dataclass(frozen=True)
+class _Held:
+    """A condition's status and reason, and since when it has had both."""
+
+    status: ReadyState
+    reason: str
+    since: float
+
+
+@dataclass(frozen=True)
 class _InstallationState:
     ready: ReadyState
     drifted: int
+    conditions: dict[str, _Held]
+
+
+def transition_time(condition: Mapping[str, Any]) -> float | None:
+    """A condition's lastTransitionTime as Unix seconds, or None when it has none readable."""
+    stamp = condition.get("lastTransitionTime")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 class InstallationGauges:
-    """Per-installation state behind ``installations{ready}`` and ``drifted_entities``.
+    """Per-installation state behind ``installations{ready}``, ``drifted_entities`` and
+    ``installation_condition_since_timestamp_seconds``.
 
     ``set`` after each status write, ``forget`` when an installation is deleted, so a deleted
-    installation stops counting and its drift series disappears.
+    installation stops counting and its per-installation series disappear.
     """
 
-    def __init__(self, metrics: Metrics = METRICS) -> None:
+    def __init__(self, metrics: Metrics = METRICS, clock: Callable[[], float] = time.time) -> None:
         self._metrics = metrics
+        self._clock = clock
         self._states: dict[tuple[str, str], _InstallationState] = {}
         self._counts: dict[ReadyState, int] = dict.fromkeys(READY_STATES, 0)
         self._lock = threading.Lock()
 
-    def set(self, namespace: str, name: str, ready: str, drifted: int) -> None:
-        """Record the installation's Ready status (True|False|Unknown; anything else is Unknown)."""
+    def set(
+        self,
+        namespace: str,
+        name: str,
+        ready: str,
+        drifted: int,
+        conditions: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """Record the installation's Ready status (True|False|Unknown; anything else is Unknown),
+        its drift, and its conditions as written."""
         ready_state = _READY_BY_TEXT.get(ready, "Unknown")
         with self._lock:
             before = self._states.get((namespace, name))
-            self._states[(namespace, name)] = _InstallationState(ready_state, max(drifted, 0))
+            held = self._hold(namespace, name, before.conditions if before is not None else {}, conditions)
+            self._states[(namespace, name)] = _InstallationState(ready_state, max(drifted, 0), held)
             self._metrics.drifted_entities.labels(namespace, name).set(max(drifted, 0))
             # Counted as they change, never by a walk over every installation: a fleet's status
             # writes would each cost as many steps as there are installations.
@@ -347,7 +397,45 @@ class InstallationGauges:
             if before is None:
                 return
             self._metrics.drifted_entities.remove(namespace, name)
+            for condition, held in before.conditions.items():
+                self._metrics.installation_condition_since.remove(
+                    namespace, name, condition, held.status, held.reason
+                )
             self._move(before.ready, None)
+
+    def _hold(
+        self,
+        namespace: str,
+        name: str,
+        before: dict[str, _Held],
+        conditions: Sequence[Mapping[str, Any]],
+    ) -> dict[str, _Held]:
+        """The conditions' series after a write: one per condition type, old (status, reason) removed."""
+        now = self._clock()
+        gauge = self._metrics.installation_condition_since
+        after: dict[str, _Held] = {}
+        for condition in conditions:
+            kind = condition.get("type")
+            if not isinstance(kind, str) or not kind or kind in after:
+                continue
+            status = _READY_BY_TEXT.get(str(condition.get("status")), "Unknown")
+            given = str(condition.get("reason") or "")
+            old = before.get(kind)
+            if old is not None and (old.status, old.reason) == (status, given):
+                after[kind] = old
+                continue
+            if old is not None and old.status == status:
+                since = now  # only the reason changed: its lastTransitionTime did not move
+            else:
+                transitioned = transition_time(condition)
+                since = transitioned if transitioned is not None else now
+            after[kind] = _Held(status, given, since)
+            gauge.labels(namespace, name, kind, status, given).set(since)
+        for kind, old in before.items():
+            new = after.get(kind)
+            if new is None or (new.status, new.reason) != (old.status, old.reason):
+                gauge.remove(namespace, name, kind, old.status, old.reason)
+        return after
 
     def _move(self, before: ReadyState | None, after: ReadyState | None) -> None:
         if before == after:
@@ -356,6 +444,36 @@ class InstallationGauges:
             if state is not None:
                 self._counts[state] += step
                 self._metrics.installations.labels(state).set(self._counts[state])
+
+
+class EndpointGauges:
+    """``endpoint_member_up`` of each Endpoint: ``set`` after a status write, ``forget`` on delete."""
+
+    def __init__(self, metrics: Metrics = METRICS) -> None:
+        self._metrics = metrics
+        self._members: dict[tuple[str, str], set[str]] = {}
+        self._lock = threading.Lock()
+
+    def set(self, namespace: str, name: str, members: Sequence[Mapping[str, Any]]) -> None:
+        """Record status.members: 1 for a healthy member, 0 for another; unlisted members go."""
+        gauge = self._metrics.endpoint_member_up
+        with self._lock:
+            listed: set[str] = set()
+            for member in members:
+                member_name = member.get("name")
+                if not isinstance(member_name, str) or member_name in listed:
+                    continue
+                listed.add(member_name)
+                gauge.labels(namespace, name, member_name).set(1 if member.get("healthy") is True else 0)
+            for gone in self._members.get((namespace, name), set()) - listed:
+                gauge.remove(namespace, name, gone)
+            self._members[(namespace, name)] = listed
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a deleted Endpoint's series; forgetting an unknown one does nothing."""
+        with self._lock:
+            for member in self._members.pop((namespace, name), set()):
+                self._metrics.endpoint_member_up.remove(namespace, name, member)
 
 
 # --- /metrics -------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ class RunOptions:
     webhook_failure_policy: str = "Fail"
     webhook_timeout_seconds: int = WEBHOOK_TIMEOUT_SECONDS
     abandon_uninstall_after: float = ABANDON_UNINSTALL_AFTER
+    # An OTLP/HTTP base URL; None: the standard OTEL_* variables decide (telemetry/tracing.py).
+    otlp_endpoint: str | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -174,6 +176,13 @@ def _add_limits_and_logs(parser: argparse.ArgumentParser) -> None:
         "(default %(default)s)",
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send traces over OTLP/HTTP to this collector base URL (/v1/traces is appended); without it "
+        "the standard OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) turns tracing on, and with "
+        "neither tracing is off",
+    )
     parser.add_argument("--text-logs", action="store_true", help="plain text logs instead of JSON")
 
 
@@ -256,6 +265,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         webhook_failure_policy=args.webhook_failure_policy,
         webhook_timeout_seconds=args.webhook_timeout_seconds,
         abandon_uninstall_after=args.abandon_uninstall_after,
+        otlp_endpoint=args.otlp_endpoint or None,
     )
 
 

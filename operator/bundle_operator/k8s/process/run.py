@@ -14,9 +14,10 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Protocol
 
+from bundle_operator import __version__
 from bundle_operator.fetch import tls_context
 from bundle_operator.k8s import handlers
 from bundle_operator.k8s.kube import Kube, load_connection
@@ -24,6 +25,8 @@ from bundle_operator.k8s.logs import configure_logging
 from bundle_operator.k8s.platforms import PlatformPool
 from bundle_operator.k8s.process.health import Liveness, serve_health, ticking
 from bundle_operator.k8s.process.leader import (
+    ENV_POD_NAME,
+    ENV_POD_NAMESPACE,
     KubeLeases,
     LeaderElector,
     LeaseConfig,
@@ -47,6 +50,7 @@ from bundle_operator.k8s.webhook.certs import CertificateKeeper
 from bundle_operator.k8s.webhook.server import answer_seconds, serve_webhook
 from bundle_operator.platform.transport import AiohttpTransport
 from bundle_operator.sources.resolution import SourceSettings
+from bundle_operator.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +68,9 @@ WATCHED_PLURALS = (BUNDLE_PLURAL, INSTALLATION_PLURAL, ENDPOINT_PLURAL)
 WATCH_CHECK_SECONDS = 60.0
 WATCH_LAG_LIMIT = 300.0 + 120.0
 
+# service.name of the operator's spans.
+SERVICE_NAME: Final = "bundle-operator"
+
 # The exit code of a leader that lost its Lease (distinct from 1, an unexpected crash).
 EXIT_LOST_LEASE: Final = 3
 # How long kopf may take to unwind once cancelled after a lost Lease before the process ends hard.
@@ -76,6 +83,15 @@ async def run_operator(options: RunOptions) -> None:
     With leader election, a leader that lost its Lease ends with ``SystemExit(EXIT_LOST_LEASE)``.
     """
     _configure_logs(options)
+    tracing.configure(SERVICE_NAME, endpoint=options.otlp_endpoint, attributes=resource_attributes())
+    try:
+        await _run(options)
+    finally:
+        tracing.shutdown()  # the last spans are exported before the process ends
+
+
+async def _run(options: RunOptions) -> None:
+    """The operator between tracing's start and its last export."""
     connection = load_connection()
     kube = Kube(connection)
     platforms = _platforms(options)
@@ -124,6 +140,18 @@ async def run_operator(options: RunOptions) -> None:
         log.info("operator stopped")
     if lost is not None:
         raise SystemExit(EXIT_LOST_LEASE)
+
+
+def resource_attributes(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What every span of this process says of it: the version, and the pod when the chart runs it
+    (``POD_NAME``/``POD_NAMESPACE`` from the downward API)."""
+    env = os.environ if environ is None else environ
+    found = {
+        "service.version": __version__,
+        "k8s.pod.name": env.get(ENV_POD_NAME, "").strip(),
+        "k8s.namespace.name": env.get(ENV_POD_NAMESPACE, "").strip(),
+    }
+    return {key: value for key, value in found.items() if value}
 
 
 def _configure_logs(options: RunOptions) -> None:

@@ -7,6 +7,10 @@ judge it answers the way the webhook configuration's ``failurePolicy`` would hav
 answer: an analysis that takes longer than ``ANSWER_SECONDS`` is refused under ``Fail`` and
 admitted with a warning under ``Ignore`` (the operator still judges it in status), before the API
 server's own timeout. A review it cannot read, or that fails inside, is refused.
+
+Every answer is counted in ``admission_reviews_total`` and timed (``result="error"`` for a review
+it could not read or judge), and each certificate it loads sets
+``webhook_certificate_expiry_timestamp_seconds``.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import contextlib
 import json
 import logging
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from cryptography import x509
 
+from bundle_operator.k8s.process.metrics import METRICS, AdmissionResult, Metrics
 from bundle_operator.k8s.webhook.admission import (
     ANALYSIS,
     BundleReader,
@@ -49,6 +55,8 @@ FAILURE_POLICIES = ("Fail", "Ignore")
 # hold gigabytes). The analysis itself runs on admission's own two threads.
 REVIEWS_AT_ONCE = 8
 NOT_IN_TIME = "not analyzed at admission in time"
+# Refusals that are no judgement of the object: the review could not be read or judged.
+FAILED_REVIEW_REASONS = frozenset({"invalid_review", "not_analyzed_in_time"})
 
 
 @dataclass
@@ -58,13 +66,14 @@ class ServingCertificate:
     directory: Path
     context: ssl.SSLContext
     loaded: tuple[float, float] = (0.0, 0.0)
+    metrics: Metrics = field(default=METRICS, repr=False)
 
     @classmethod
-    def load(cls, directory: Path) -> ServingCertificate:
+    def load(cls, directory: Path, metrics: Metrics = METRICS) -> ServingCertificate:
         """A TLS context serving the directory's tls.crt and tls.key; fails when they are unusable."""
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
-        serving = cls(directory, context)
+        serving = cls(directory, context, metrics=metrics)
         serving.reload()
         return serving
 
@@ -79,7 +88,18 @@ class ServingCertificate:
         # New handshakes use the new chain; connections already open keep theirs.
         self.context.load_cert_chain(self.directory / "tls.crt", self.directory / "tls.key")
         self.loaded = stamp
+        self._report_expiry()
         return True
+
+    def _report_expiry(self) -> None:
+        # The first certificate of tls.crt is the one served (the rest is its chain). Read after the
+        # load: a file replaced in between changes the stamp and is loaded, and read, again.
+        try:
+            served = x509.load_pem_x509_certificate((self.directory / "tls.crt").read_bytes())
+        except (OSError, ValueError) as exc:
+            log.warning("webhook certificate in %s loaded, but its expiry not read: %s", self.directory, exc)
+            return
+        self.metrics.webhook_certificate_expiry.set(served.not_valid_after_utc.timestamp())
 
     async def follow(self, every: float = RELOAD_SECONDS) -> None:
         """Reload whenever the files change; a half-written pair is tried again next time."""
@@ -181,36 +201,62 @@ def _read(raw: bytes) -> _Read:
     return _Read(request=review_request, uid=review_request["uid"])
 
 
+def _result(verdict: Verdict) -> AdmissionResult:
+    if verdict.allowed:
+        return "allowed"
+    return "error" if any(c["reason"] in FAILED_REVIEW_REASONS for c in verdict.causes) else "denied"
+
+
+def _labels(review_request: dict[str, Any] | None) -> tuple[object, object]:
+    """The kind and operation a review names, as given (the metrics bound them)."""
+    if review_request is None:
+        return None, None
+    kind = review_request.get("kind")
+    return (kind.get("kind") if isinstance(kind, dict) else None), review_request.get("operation")
+
+
 def handler(
-    bundles: BundleReader, answer_seconds: float = ANSWER_SECONDS, failure_policy: str = "Fail"
+    bundles: BundleReader,
+    answer_seconds: float = ANSWER_SECONDS,
+    failure_policy: str = "Fail",
+    metrics: Metrics = METRICS,
 ) -> Any:
     """The ``POST /validate`` handler; ``failure_policy`` is the webhook configuration's."""
     slots = asyncio.Semaphore(REVIEWS_AT_ONCE)
 
     async def validate(request: web.Request) -> web.Response:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + answer_seconds
+        started = loop.time()
+        deadline = started + answer_seconds
+        read = _Read()
+        result: AdmissionResult = "error"  # unless a verdict says otherwise
         try:
-            async with asyncio.timeout(answer_seconds / 2):
-                await slots.acquire()
-        except TimeoutError:
-            # Not even read: without a uid there is no verdict to give, so the API server applies
-            # the webhook's failure policy, as for a webhook that did not answer.
-            log.warning("an admission review waited too long: %d are being judged", REVIEWS_AT_ONCE)
-            return web.json_response({"error": "too many reviews at once"}, status=429)
-        try:
-            raw = await request.read()
-            read = await loop.run_in_executor(ANALYSIS, _read, raw)
-            if read.uid is None:
-                return _bad_request(read.problem)
-            if read.request is None:
-                verdict = unreadable("request", read.problem)
-            else:
-                left = max(deadline - loop.time(), 0.0)
-                verdict = await _judge(read.request, bundles, left, failure_policy)
-            return web.json_response(admission_response(read.uid, verdict))
+            try:
+                async with asyncio.timeout(answer_seconds / 2):
+                    await slots.acquire()
+            except TimeoutError:
+                # Not even read: without a uid there is no verdict to give, so the API server
+                # applies the webhook's failure policy, as for a webhook that did not answer.
+                log.warning("an admission review waited too long: %d are being judged", REVIEWS_AT_ONCE)
+                return web.json_response({"error": "too many reviews at once"}, status=429)
+            try:
+                raw = await request.read()
+                read = await loop.run_in_executor(ANALYSIS, _read, raw)
+                if read.uid is None:
+                    return _bad_request(read.problem)
+                if read.request is None:
+                    verdict = unreadable("request", read.problem)
+                else:
+                    left = max(deadline - loop.time(), 0.0)
+                    verdict = await _judge(read.request, bundles, left, failure_policy)
+                result = _result(verdict)
+                return web.json_response(admission_response(read.uid, verdict))
+            finally:
+                slots.release()
         finally:
-            slots.release()
+            # Every answer counts, a 400, 413 or 429 as an error of an unknown kind.
+            kind, operation = _labels(read.request)
+            metrics.observe_admission(kind, operation, result, loop.time() - started)
 
     return validate
 
@@ -224,11 +270,12 @@ async def serve_webhook(
     failure_policy: str = "Fail",
     answer_seconds: float = ANSWER_SECONDS,
     reload_every: float = RELOAD_SECONDS,
+    metrics: Metrics = METRICS,
 ) -> web.AppRunner:
     """Serve ``POST /validate`` over HTTPS on ``host:port``; call ``cleanup()`` to stop."""
-    serving = ServingCertificate.load(cert_dir)
+    serving = ServingCertificate.load(cert_dir, metrics)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    app.router.add_post(PATH, handler(bundles, answer_seconds, failure_policy))
+    app.router.add_post(PATH, handler(bundles, answer_seconds, failure_policy, metrics))
     follower: asyncio.Task[None] | None = None
 
     async def stop_following(_app: web.Application) -> None:
