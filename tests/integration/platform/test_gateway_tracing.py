@@ -45,7 +45,15 @@ from tests.otlp_receiver import OtlpReceiver, ReceivedSpan
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 QUICK_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "50"}
-SHOWN = ("bundle_operator.endpoint", "bundle_operator.member", "gen_ai.tool.name", "network.transport")
+SHOWN = (
+    "http.response.status_code",
+    "bundle_operator.endpoint",
+    "bundle_operator.workspace",
+    "bundle_operator.member",
+    "gen_ai.tool.name",
+    "network.transport",
+    "bundle_operator.outcome",
+)
 
 
 @pytest.fixture(scope="module")
@@ -287,6 +295,7 @@ async def test_a_client_tracing_its_http_requests_too_gets_the_call_nested_under
     spans = receiver.wait_for_trace(
         lambda spans: spans[0].trace_id == trace_id and any(s.name.endswith(" forecast") for s in spans)
     )
+    print(f"\nclient tracing its HTTP requests too:\n{OtlpReceiver.render(spans, SHOWN)}")
     (served,) = [s for s in spans if s.name == "tools/call weather__forecast"]
     (request,) = [s for s in spans if s.span_id == served.parent_id]
     assert (request.name, request.parent_id) == ("POST /mcp/{endpoint}/mcp", http_span)
