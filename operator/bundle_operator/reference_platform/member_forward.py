@@ -25,6 +25,8 @@ from bundle_operator.reference_platform.member_link import MEMBER_TIMEOUT, Membe
 
 _SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 _CLIENT_INFO = {"name": "bundle-operator-gateway", "version": "1"}
+# Seconds an idle pooled connection to a member is kept: below the 5 s common servers keep one.
+MEMBER_KEEPALIVE = 4.0
 
 
 def as_written(result: types.Result) -> dict[str, Any]:
@@ -71,7 +73,10 @@ class MemberForwarder:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=MEMBER_TIMEOUT * 10, sock_connect=MEMBER_TIMEOUT),
-                connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=60),
+                # An idle connection is dropped before the member's own keep-alive ends (uvicorn
+                # and Node close after 5 s): a call sent on a socket the member is closing fails
+                # with ServerDisconnectedError, and a tools/call is not safe to send again.
+                connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=MEMBER_KEEPALIVE),
             )
         return self._session
 
