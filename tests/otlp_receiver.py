@@ -202,3 +202,11 @@ def otlp_receiver() -> Iterator[OtlpReceiver]:
     receiver = OtlpReceiver.start()
     yield receiver
     receiver.stop()
+
+
+@pytest.fixture(scope="module")
+def module_otlp_receiver() -> Iterator[OtlpReceiver]:
+    """A receiver shared by a module's tests (say, with a traced platform started once for them)."""
+    receiver = OtlpReceiver.start()
+    yield receiver
+    receiver.stop()

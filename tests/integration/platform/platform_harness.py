@@ -10,24 +10,34 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from bundle_operator.platform.retry import RetryPolicy
 from bundle_operator.reference_platform.process import BUNDLECTL, PlatformProcess, start_platform
 
 TOKEN = "test-token-not-secret"
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05, max_retry_after=2.0)
+# Spans leave in batches every 5 s by default; a short delay keeps the tracing tests quick.
+QUICK_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "50"}
 
 
 # One launcher for tests, benchmarks and `make run`.
 __all__ = [
     "BUNDLECTL",
     "FAST_RETRY",
+    "QUICK_EXPORT",
     "TOKEN",
     "GitHubStub",
     "PlatformProcess",
     "github_stub",
     "start_platform",
+    "start_traced_platform",
 ]
+
+
+def start_traced_platform(db: Path, otlp_endpoint: str, *extra: str) -> PlatformProcess:
+    """The platform with the tests' token, tracing to ``otlp_endpoint`` with quick exports."""
+    return start_platform(db, "--token", TOKEN, "--otlp-endpoint", otlp_endpoint, *extra, env=QUICK_EXPORT)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from platform_harness import FAST_RETRY, TOKEN, PlatformProcess, start_platform
+from platform_harness import FAST_RETRY, TOKEN, PlatformProcess, start_traced_platform
 
 from bundle_operator.platform import kinds
 from bundle_operator.platform.client import PlatformClient
@@ -31,17 +31,14 @@ AGENTS_ROUTE = "GET /v1/workspaces/{ws}/agents"
 
 
 @pytest.fixture(scope="module")
-def receiver() -> Iterator[OtlpReceiver]:
-    running = OtlpReceiver.start()
-    yield running
-    running.stop()
+def receiver(module_otlp_receiver: OtlpReceiver) -> OtlpReceiver:
+    return module_otlp_receiver
 
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> Iterator[PlatformProcess]:
     db = tmp_path_factory.mktemp("client-traced") / "platform.db"
-    args = ("--token", TOKEN, "--otlp-endpoint", receiver.endpoint, "--enable-fault-injection")
-    running = start_platform(db, *args, env={"OTEL_BSP_SCHEDULE_DELAY": "50"})
+    running = start_traced_platform(db, receiver.endpoint, "--enable-fault-injection")
     yield running
     running.stop()
 

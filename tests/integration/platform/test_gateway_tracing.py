@@ -25,7 +25,7 @@ from mcp.client.client import ConnectMode
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from platform_builders import create, key
-from platform_harness import TOKEN, PlatformProcess, start_platform
+from platform_harness import TOKEN, PlatformProcess, start_traced_platform
 from stdio_archive import digest_of, python_archive, server_spec
 
 from bundle_operator.platform import kinds
@@ -44,7 +44,6 @@ from tests.otlp_receiver import OtlpReceiver, ReceivedSpan
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
-QUICK_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "50"}
 SHOWN = (
     "http.response.status_code",
     "bundle_operator.endpoint",
@@ -57,25 +56,14 @@ SHOWN = (
 
 
 @pytest.fixture(scope="module")
-def receiver() -> Iterator[OtlpReceiver]:
-    running = OtlpReceiver.start()
-    yield running
-    running.stop()
+def receiver(module_otlp_receiver: OtlpReceiver) -> OtlpReceiver:
+    return module_otlp_receiver
 
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> Iterator[PlatformProcess]:
     db = tmp_path_factory.mktemp("traced-gateway") / "platform.db"
-    running = start_platform(
-        db,
-        "--token",
-        TOKEN,
-        "--otlp-endpoint",
-        receiver.endpoint,
-        "--discovery-interval",
-        "2",
-        env=QUICK_EXPORT,
-    )
+    running = start_traced_platform(db, receiver.endpoint, "--discovery-interval", "2")
     yield running
     running.stop()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from platform_harness import TOKEN, PlatformProcess, start_platform
+from platform_harness import TOKEN, PlatformProcess, start_platform, start_traced_platform
 
 from bundle_operator import __version__
 
@@ -20,29 +20,17 @@ pytestmark = pytest.mark.integration
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
-# Spans leave in batches; a short delay keeps the tests quick.
-QUICK_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "50"}
 
 
 @pytest.fixture(scope="module")
-def receiver() -> Iterator[OtlpReceiver]:
-    running = OtlpReceiver.start()
-    yield running
-    running.stop()
+def receiver(module_otlp_receiver: OtlpReceiver) -> OtlpReceiver:
+    return module_otlp_receiver
 
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> Iterator[PlatformProcess]:
     db = tmp_path_factory.mktemp("traced") / "platform.db"
-    running = start_platform(
-        db,
-        "--token",
-        TOKEN,
-        "--otlp-endpoint",
-        receiver.endpoint,
-        "--enable-fault-injection",
-        env=QUICK_EXPORT,
-    )
+    running = start_traced_platform(db, receiver.endpoint, "--enable-fault-injection")
     yield running
     running.stop()
 
