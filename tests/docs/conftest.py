@@ -20,7 +20,7 @@ from tests.docs.scenes import OpenScene, Scene
 # The SKILL.md files the e2e tests' GitHub stand-in serves; the control plane, kubectl and the CRDs
 # are the session's (tests/control_plane.py), shared with the e2e tests.
 from tests.e2e.conftest import GITHUB_FILES
-from tests.e2e.operator_harness import solo_operator
+from tests.e2e.operator_harness import QUICK_REFRESH, solo_operator
 from tests.integration.platform.platform_harness import TOKEN, GitHubStub, github_stub, start_platform
 from tests.mcp_members import Members, members_thread
 from tests.oauth_issuer import StubIssuer, stub_issuer
@@ -104,7 +104,7 @@ def open_scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
                 solo_operator(
                     cluster.kubeconfig, platform.url, log, namespace,
                     extra=("--platform-token-file", str(token_file)),
-                    env=dict(operator_env or {}),
+                    env={**QUICK_REFRESH, **(operator_env or {})},
                 )
             )  # fmt: skip
             scene.env["KUBECONFIG"] = str(kubeconfig)

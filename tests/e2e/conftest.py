@@ -15,7 +15,7 @@ import pytest
 
 from bundle_operator.devcluster import DevCluster, Kubectl
 from tests.control_plane import STARTUP_NOTES
-from tests.e2e.operator_harness import OperatorProcess
+from tests.e2e.operator_harness import QUICK_REFRESH, OperatorProcess
 from tests.integration.platform.platform_harness import PlatformProcess, github_stub, start_platform
 from tests.registry_stub import StubRegistry, stub_registry
 
@@ -71,7 +71,7 @@ def operator(
 ) -> Iterator[OperatorProcess]:
     """One operator for the session, watching every namespace."""
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    running = OperatorProcess(devcluster.kubeconfig, platform.url, log).start()
+    running = OperatorProcess(devcluster.kubeconfig, platform.url, log, env=dict(QUICK_REFRESH)).start()
     STARTUP_NOTES.append(f"operator log: {log}")
     try:
         yield running

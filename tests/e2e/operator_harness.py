@@ -28,6 +28,9 @@ CHART = ROOT / "charts" / "bundle-operator"
 EXAMPLES = ROOT / "examples" / "k8s"
 MAP_API = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
 FINALIZER = "bundle-operator.dev/finalizer"
+# Endpoints read their members' health every 3 s instead of 30 (the chart's
+# operator.endpointRefreshSeconds), so Degraded follows a member within seconds in a test.
+QUICK_REFRESH = {"BUNDLE_OPERATOR_ENDPOINT_REFRESH_SECONDS": "3"}
 
 
 def resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:

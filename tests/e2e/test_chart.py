@@ -279,7 +279,11 @@ def test_default_values_render_one_cluster_wide_operator_and_the_embedded_platfo
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp", "/var/run/bundle-operator/webhook"}
     assert [v["name"] for v in pod["volumes"] if "emptyDir" in v] == ["tmp", "webhook-certs"]
-    assert [e["name"] for e in container["env"]] == ["POD_NAME", "POD_NAMESPACE"]
+    assert [e["name"] for e in container["env"]] == [
+        "POD_NAME",
+        "POD_NAMESPACE",
+        "BUNDLE_OPERATOR_ENDPOINT_REFRESH_SECONDS",
+    ]
 
     role = one(docs, "ClusterRole", FULLNAME)
     assert role["rules"] == [*NAMESPACED_RULES, CRD_RULE]
@@ -403,7 +407,7 @@ def test_standby_values_render_leader_election_and_a_rolling_update(helm: Path) 
         f"--leader-election-namespace={RELEASE_NAMESPACE}",
         f"--leader-election-id={FULLNAME}",
     ]
-    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"] if "valueFrom" in e}
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     lease_role = one(docs, "Role", f"{FULLNAME}-leader-election")
     assert lease_role["metadata"]["namespace"] == RELEASE_NAMESPACE
@@ -587,6 +591,18 @@ def test_tracing_otlp_endpoint_reaches_the_operator_and_the_platform(helm: Path,
     with pytest.raises(HelmError) as failure:
         render(helm, overrides={"tracing": {"otlpEndpoint": "otel-collector:4318"}}, tmp=tmp_path)
     assert "otlpEndpoint" in str(failure.value)
+
+
+def test_the_endpoint_refresh_interval_reaches_the_operator(helm: Path, tmp_path: Path) -> None:
+    def refresh(docs: list[dict[str, Any]]) -> str | None:
+        env = {e["name"]: e.get("value") for e in operator_container(docs).get("env") or []}
+        return env.get("BUNDLE_OPERATOR_ENDPOINT_REFRESH_SECONDS")
+
+    assert refresh(render(helm)) == "30"
+    assert refresh(render(helm, overrides={"operator": {"endpointRefreshSeconds": 5}}, tmp=tmp_path)) == "5"
+    with pytest.raises(HelmError) as failure:
+        render(helm, overrides={"operator": {"endpointRefreshSeconds": 0}}, tmp=tmp_path)
+    assert "endpointRefreshSeconds" in str(failure.value)
 
 
 def test_a_cluster_older_than_the_crds_need_fails_with_a_message(helm: Path) -> None:

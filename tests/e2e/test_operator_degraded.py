@@ -18,7 +18,14 @@ import pytest
 from bundle_operator.devcluster import DevCluster, Kubectl, wait_until
 from bundle_operator.reference_platform.process import PlatformProcess, start_platform
 from tests.documents import bundle_document
-from tests.e2e.operator_harness import OperatorProcess, apply_object, condition, solo_operator, wait_ready
+from tests.e2e.operator_harness import (
+    QUICK_REFRESH,
+    OperatorProcess,
+    apply_object,
+    condition,
+    solo_operator,
+    wait_ready,
+)
 from tests.mcp_members import members_thread
 
 pytestmark = pytest.mark.e2e
@@ -47,7 +54,8 @@ def own_operator(
     devcluster: DevCluster, crds: None, own_platform: PlatformProcess, solo_namespace: str, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
     log = tmp_path / "operator.log"
-    with solo_operator(devcluster.kubeconfig, own_platform.url, log, solo_namespace) as running:
+    quick = dict(QUICK_REFRESH)
+    with solo_operator(devcluster.kubeconfig, own_platform.url, log, solo_namespace, env=quick) as running:
         yield running
 
 

@@ -18,6 +18,7 @@ from bundle_operator.k8s.process.leader import (
     lease_timing_problem,
 )
 from bundle_operator.k8s.reconcile import ABANDON_UNINSTALL_AFTER
+from bundle_operator.k8s.refreshes import endpoint_refresh_seconds
 from bundle_operator.k8s.webhook.certs import CertificateSettings
 from bundle_operator.k8s.webhook.server import FAILURE_POLICIES, WEBHOOK_TIMEOUT_SECONDS
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
@@ -244,6 +245,10 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         raise SystemExit("bundlectl operator run: give --namespace NS (repeatable) or --all-namespaces")
     if (args.webhook_port is None) != (args.webhook_cert_dir is None):
         raise SystemExit("bundlectl operator run: give --webhook-port and --webhook-cert-dir together")
+    try:
+        endpoint_refresh_seconds(os.environ)
+    except ValueError as exc:
+        raise SystemExit(f"bundlectl operator run: {exc}") from None
     return RunOptions(
         namespaces=tuple(args.namespace),
         all_namespaces=args.all_namespaces,
