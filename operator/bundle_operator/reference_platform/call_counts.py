@@ -10,14 +10,12 @@ can tell the lists a client makes from its gets and writes, per workspace, measu
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from bundle_operator.reference_platform.entity_routes import BASE
-from bundle_operator.reference_platform.http import json_response
+from bundle_operator.reference_platform.http import Handler, answered, json_response
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ADMIN_PREFIX = "/_admin/"
 # method, kind, operation, workspace, status
 Key = tuple[str, str, str, str, int]
@@ -51,16 +49,11 @@ async def count_middleware(request: web.Request, handler: Handler) -> web.Stream
     route = resource.canonical if resource is not None else "(no route)"
     kind, op = classify(request.method, route)
     ws = request.match_info.get("workspace", "")
-    status = 500
-    try:
-        response = await handler(request)
-        status = response.status
-        return response
-    except web.HTTPException as exc:
-        status = exc.status
-        raise
-    finally:
+
+    def count(status: int) -> None:
         request.app[CALLS][(request.method, kind, op, ws, status)] += 1
+
+    return await answered(request, handler, count)
 
 
 def _view(counts: Counter[Key]) -> dict[str, object]:

@@ -6,7 +6,7 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -266,3 +266,21 @@ def json_response(
     return web.Response(
         status=status, body=json.dumps(body).encode(), content_type="application/json", headers=all_headers
     )
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def answered(request: web.Request, handler: Handler, told: Callable[[int], None]) -> web.StreamResponse:
+    """``handler``'s answer to ``request``; ``told`` gets its status whichever way it ends (an
+    ``HTTPException``'s status, 500 for any other exception), as middlewares that count or trace need."""
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        told(status)

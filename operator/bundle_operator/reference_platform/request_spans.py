@@ -8,16 +8,14 @@ does the stdio bridge: the gateway's forwarding span already stands for each cal
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Final
 
 from aiohttp import web
 from opentelemetry.trace import SpanKind
 
+from bundle_operator.reference_platform.http import Handler, answered
 from bundle_operator.reference_platform.stdio_loopback import ROUTE_NAME as STDIO_ROUTE_NAME
 from bundle_operator.telemetry import tracing
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 UNTRACED: Final = frozenset({"/metrics", "/healthz"})
 # OpenTelemetry's HTTP conventions: a method outside the known set is named _OTHER, so a client
@@ -48,15 +46,10 @@ async def span_middleware(request: web.Request, handler: Handler) -> web.StreamR
     name = f"{method} {route}" if route else method
     parent = tracing.extract(request.headers)
     with tracing.span(name, attributes, kind=SpanKind.SERVER, parent=parent):
-        status = 500
-        try:
-            response = await handler(request)
-            status = response.status
-            return response
-        except web.HTTPException as exc:
-            status = exc.status
-            raise
-        finally:
-            tracing.set_attributes({"http.response.status_code": status})
-            if status >= 500:
-                tracing.fail(f"answered {status}")
+        return await answered(request, handler, _record_status)
+
+
+def _record_status(status: int) -> None:
+    tracing.set_attributes({"http.response.status_code": status})
+    if status >= 500:
+        tracing.fail(f"answered {status}")
