@@ -6,8 +6,9 @@ standard ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT`
 keeps it off. Spans go out in batches from a background thread, so a slow collector delays
 nothing but the export.
 
-While off, ``span`` yields the invalid span without touching the OpenTelemetry context, and
-``inject`` adds nothing: a process that does not trace pays one attribute read per span.
+While off, ``span`` is a shared no-op context that yields the invalid span without touching the
+OpenTelemetry context, and ``inject`` adds nothing: a process that does not trace pays one
+attribute read per span.
 
 Trace context travels as W3C ``traceparent``/``tracestate``: on HTTP requests as headers, and in
 an MCP request's ``params._meta`` under the same keys (the MCP specification's convention, SEP-414),
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping, MutableMapping
-from contextlib import contextmanager
+from collections.abc import Mapping, MutableMapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -54,6 +55,7 @@ class _Tracing:
 
 
 _STATE: Final = _Tracing()
+_OFF: Final = nullcontext(INVALID_SPAN)
 
 
 def endpoint_from_env(environ: Mapping[str, str] | None = None) -> str | None:
@@ -117,25 +119,23 @@ def enabled() -> bool:
     return _STATE.provider is not None
 
 
-@contextmanager
 def span(
     name: str,
     attributes: Mapping[str, AttributeValue | None] | None = None,
     *,
     kind: SpanKind = SpanKind.INTERNAL,
     parent: otel_context.Context | None = None,
-) -> Iterator[Span]:
+) -> AbstractContextManager[Span]:
     """A span around the block, the current one inside it; an exception marks it failed.
 
     ``parent`` continues a trace from elsewhere (``extract``); None values in ``attributes`` are
-    left out.
+    left out. While tracing is off it is one shared no-op context yielding the invalid span: no
+    generator is made per call.
     """
     if _STATE.provider is None:
-        yield INVALID_SPAN
-        return
+        return _OFF
     clean = {key: value for key, value in (attributes or {}).items() if value is not None}
-    with _STATE.tracer.start_as_current_span(name, context=parent, kind=kind, attributes=clean) as current:
-        yield current
+    return _STATE.tracer.start_as_current_span(name, context=parent, kind=kind, attributes=clean)
 
 
 def set_attributes(attributes: Mapping[str, AttributeValue | None]) -> None:
