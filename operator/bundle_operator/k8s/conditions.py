@@ -15,6 +15,17 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def unix_seconds(stamp: object) -> float | None:
+    """A time Kubernetes wrote (RFC 3339, as ``lastTransitionTime`` or ``deletionTimestamp``) as
+    Unix seconds; None when it is missing or unreadable."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class Cond:
     """A condition to set: True/False/Unknown, a CamelCase reason and a message for a person."""

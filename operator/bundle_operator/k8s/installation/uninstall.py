@@ -7,14 +7,15 @@ it and map ``Retry``.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from bundle_operator.engine.record import Record
 from bundle_operator.engine.uninstall import PlanOutdated, UninstallRefused, preview_uninstall, uninstall
+from bundle_operator.k8s.conditions import unix_seconds
 from bundle_operator.k8s.event_reasons import (
     ORPHANED,
     UNINSTALL_ABANDONED,
@@ -44,14 +45,8 @@ UNINSTALL_APPROVAL_POLL = 10.0
 
 def deleting_for(body: dict[str, Any]) -> float | None:
     """Seconds since the object's deletion was asked for, or None when it was not."""
-    stamp = body.get("metadata", {}).get("deletionTimestamp")
-    if not isinstance(stamp, str):
-        return None
-    try:
-        asked = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (datetime.now(UTC) - asked).total_seconds()
+    asked = unix_seconds(body.get("metadata", {}).get("deletionTimestamp"))
+    return None if asked is None else time.time() - asked
 
 
 @dataclass

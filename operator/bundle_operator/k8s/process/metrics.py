@@ -31,7 +31,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import httpx
@@ -40,6 +39,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
+from bundle_operator.k8s.conditions import unix_seconds
 from bundle_operator.platform.routes import OTHER_ROUTE, route_template
 
 if TYPE_CHECKING:
@@ -344,17 +344,6 @@ class _InstallationState:
     conditions: dict[str, _Held]
 
 
-def transition_time(condition: Mapping[str, Any]) -> float | None:
-    """A condition's lastTransitionTime as Unix seconds, or None when it has none readable."""
-    stamp = condition.get("lastTransitionTime")
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 class InstallationGauges:
     """Per-installation state behind ``installations{ready}``, ``drifted_entities`` and
     ``installation_condition_since_timestamp_seconds``.
@@ -427,7 +416,7 @@ class InstallationGauges:
             if old is not None and old.status == status:
                 since = now  # only the reason changed: its lastTransitionTime did not move
             else:
-                transitioned = transition_time(condition)
+                transitioned = unix_seconds(condition.get("lastTransitionTime"))
                 since = transitioned if transitioned is not None else now
             after[kind] = _Held(status, given, since)
             gauge.labels(namespace, name, kind, status, given).set(since)
