@@ -199,12 +199,15 @@ class PlatformHttp:
         # httpx takes its own sentinel, not None, for "the client's timeout".
         timeout_arg: Any = http_timeout if http_timeout is not None else httpx.USE_CLIENT_DEFAULT
 
+        async def request(sent: Mapping[str, str]) -> httpx.Response:
+            return await self._http.request(
+                method, path, content=body, params=params, headers=sent, timeout=timeout_arg
+            )
+
         async def send() -> httpx.Response:
             if not tracing.enabled():
-                return await self._http.request(
-                    method, path, content=body, params=params, headers=headers, timeout=timeout_arg
-                )
-            return await self._traced(method, path, body, params, headers, timeout_arg, attempt)
+                return await request(headers)
+            return await self._traced(method, path, headers, attempt, request)
 
         if self.gate is None:
             return await send()
@@ -232,11 +235,9 @@ class PlatformHttp:
         self,
         method: str,
         path: str,
-        body: bytes | None,
-        params: Mapping[str, str] | None,
         headers: Mapping[str, str],
-        timeout_arg: Any,
         attempt: int,
+        request: Callable[[Mapping[str, str]], Awaitable[httpx.Response]],
     ) -> httpx.Response:
         """One attempt as a CLIENT span named by its route, its context sent as ``traceparent``.
 
@@ -253,9 +254,7 @@ class PlatformHttp:
             sent = dict(headers)
             tracing.inject(sent)
             try:
-                response = await self._http.request(
-                    method, path, content=body, params=params, headers=sent, timeout=timeout_arg
-                )
+                response = await request(sent)
             except httpx.TransportError as exc:
                 span.set_attribute("error.type", type(exc).__name__)
                 raise
