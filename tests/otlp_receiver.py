@@ -26,6 +26,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from bundle_operator.telemetry import tracing
 
 TRACES_PATH = "/v1/traces"
 _KINDS = {value: name.removeprefix("SPAN_KIND_") for name, value in ProtoSpan.SpanKind.items()}
@@ -210,3 +213,12 @@ def module_otlp_receiver() -> Iterator[OtlpReceiver]:
     receiver = OtlpReceiver.start()
     yield receiver
     receiver.stop()
+
+
+@pytest.fixture
+def span_exporter() -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process for one test, each span kept in memory as it ends."""
+    exporter = InMemorySpanExporter()
+    assert tracing.configure("test-service", exporter=exporter)
+    yield exporter
+    tracing.shutdown()

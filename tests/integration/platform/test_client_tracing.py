@@ -43,15 +43,6 @@ def traced(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> 
     running.stop()
 
 
-@pytest.fixture
-def exported() -> Iterator[InMemorySpanExporter]:
-    """The operator side's spans, in memory."""
-    exporter = InMemorySpanExporter()
-    assert tracing.configure("bundle-operator", exporter=exporter)
-    yield exporter
-    tracing.shutdown()
-
-
 def hex_ids(span: ReadableSpan) -> tuple[str, str]:
     context = span.get_span_context()
     assert context is not None
@@ -67,14 +58,16 @@ def served(receiver: OtlpReceiver, trace_id: str, count: int) -> list[ReceivedSp
 
 
 async def test_a_call_is_a_client_span_of_the_reconcile_and_the_platform_continues_it(
-    traced: PlatformProcess, receiver: OtlpReceiver, exported: InMemorySpanExporter
+    traced: PlatformProcess, receiver: OtlpReceiver, span_exporter: InMemorySpanExporter
 ) -> None:
     async with PlatformClient(traced.url, token=TOKEN, retry=FAST_RETRY) as client:
         with tracing.span("reconcile BundleInstallation"):
             assert await client.list_all("trace-team", kinds.AGENTS) == []
 
-    reconcile, *_ = [s for s in exported.get_finished_spans() if s.name == "reconcile BundleInstallation"]
-    (call,) = [s for s in exported.get_finished_spans() if s.kind is SpanKind.CLIENT]
+    reconcile, *_ = [
+        s for s in span_exporter.get_finished_spans() if s.name == "reconcile BundleInstallation"
+    ]
+    (call,) = [s for s in span_exporter.get_finished_spans() if s.kind is SpanKind.CLIENT]
     trace_id, call_id = hex_ids(call)
     assert call.name == AGENTS_ROUTE, "no workspace or id in a span name"
     assert call.parent is not None and call.parent.span_id == reconcile.context.span_id
@@ -91,7 +84,7 @@ async def test_a_call_is_a_client_span_of_the_reconcile_and_the_platform_continu
 
 
 async def test_a_retried_call_is_one_span_per_attempt_and_the_failed_one_is_marked(
-    traced: PlatformProcess, receiver: OtlpReceiver, exported: InMemorySpanExporter
+    traced: PlatformProcess, receiver: OtlpReceiver, span_exporter: InMemorySpanExporter
 ) -> None:
     fault = {"method": "GET", "path": "/v1/workspaces/retry-team/agents", "status": 503}
     auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -101,7 +94,7 @@ async def test_a_retried_call_is_one_span_per_attempt_and_the_failed_one_is_mark
         with tracing.span("reconcile BundleInstallation"):
             await client.list_all("retry-team", kinds.AGENTS)
 
-    first, second = [s for s in exported.get_finished_spans() if s.kind is SpanKind.CLIENT]
+    first, second = [s for s in span_exporter.get_finished_spans() if s.kind is SpanKind.CLIENT]
     assert first.name == second.name == AGENTS_ROUTE
     assert first.attributes is not None and second.attributes is not None
     assert first.status.status_code is StatusCode.ERROR
@@ -115,7 +108,7 @@ async def test_a_retried_call_is_one_span_per_attempt_and_the_failed_one_is_mark
 
 
 async def test_a_platform_that_cannot_be_reached_fails_every_attempts_span(
-    exported: InMemorySpanExporter,
+    span_exporter: InMemorySpanExporter,
 ) -> None:
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
@@ -124,7 +117,7 @@ async def test_a_platform_that_cannot_be_reached_fails_every_attempts_span(
         with pytest.raises(Unavailable):
             await client.list_all("any", kinds.AGENTS)
 
-    attempts = [s for s in exported.get_finished_spans() if s.kind is SpanKind.CLIENT]
+    attempts = [s for s in span_exporter.get_finished_spans() if s.kind is SpanKind.CLIENT]
     assert len(attempts) == FAST_RETRY.attempts
     for attempt in attempts:
         assert attempt.status.status_code is StatusCode.ERROR

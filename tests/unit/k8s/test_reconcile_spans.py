@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-from collections.abc import Iterator
 
 import kopf
 import pytest
@@ -30,15 +29,7 @@ INSTALLATION = {
 }
 
 
-@pytest.fixture
-def exported() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    assert tracing.configure("bundle-operator", exporter=exporter)
-    yield exporter
-    tracing.shutdown()
-
-
-def test_a_run_is_a_trace_of_its_own_named_for_its_object(exported: InMemorySpanExporter) -> None:
+def test_a_run_is_a_trace_of_its_own_named_for_its_object(span_exporter: InMemorySpanExporter) -> None:
     async def work() -> ReconcileResult:
         spans.installation(INSTALLATION)
         with tracing.span("resolve"):
@@ -51,7 +42,7 @@ def test_a_run_is_a_trace_of_its_own_named_for_its_object(exported: InMemorySpan
             await Envelope().run("BundleInstallation", "u1", work, trigger="drift")
 
     asyncio.run(runs())
-    by_name = {span.name: span for span in exported.get_finished_spans()}
+    by_name = {span.name: span for span in span_exporter.get_finished_spans()}
     run, step = by_name["reconcile BundleInstallation"], by_name["resolve"]
     assert run.parent is None
     assert run.context.trace_id != by_name["outer"].context.trace_id
@@ -68,13 +59,13 @@ def test_a_run_is_a_trace_of_its_own_named_for_its_object(exported: InMemorySpan
     }
 
 
-def test_a_run_that_must_be_retried_is_a_failed_span(exported: InMemorySpanExporter) -> None:
+def test_a_run_that_must_be_retried_is_a_failed_span(span_exporter: InMemorySpanExporter) -> None:
     async def platform_down() -> ReconcileResult:
         raise Retry("the platform answered 503", 5.0)
 
     with pytest.raises(kopf.TemporaryError):
         asyncio.run(Envelope().handled("Bundle", {"uid": "u2"}, 0, platform_down))
-    (run,) = exported.get_finished_spans()
+    (run,) = span_exporter.get_finished_spans()
     assert run.attributes is not None
     assert (run.attributes["bundle_operator.result"], run.attributes["bundle_operator.trigger"]) == (
         "retry",
@@ -97,7 +88,9 @@ def test_tracing_is_named_by_flag_and_the_pod_by_the_downward_api() -> None:
     assert resource_attributes({}) == {"service.version": __version__}
 
 
-def test_an_endpoint_run_is_a_span_per_step_and_its_key_is_in_none(exported: InMemorySpanExporter) -> None:
+def test_an_endpoint_run_is_a_span_per_step_and_its_key_is_in_none(
+    span_exporter: InMemorySpanExporter,
+) -> None:
     world = World()
     world.install()
 
@@ -105,7 +98,7 @@ def test_an_endpoint_run_is_a_span_per_step_and_its_key_is_in_none(exported: InM
         return await world.reconciler.reconcile(copy.deepcopy(world.body))
 
     assert asyncio.run(Envelope().run("Endpoint", UID, work)) == "success"
-    finished = exported.get_finished_spans()
+    finished = span_exporter.get_finished_spans()
     run = next(s for s in finished if s.name == "reconcile Endpoint")
     steps = sorted((s for s in finished if s.parent == run.context), key=lambda s: s.start_time or 0)
     assert [s.name for s in steps] == [

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from bundle_operator.reference_platform.gateway_spans import (
@@ -26,14 +24,6 @@ VIEW = EndpointView("end_1", "team-a", "ep-a", True, "ApiKey", "Default", None, 
 LINK = MemberLink("http://member.invalid/mcp")
 
 
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    assert tracing.configure("bundle-platform", exporter=exporter)
-    yield exporter
-    tracing.shutdown()
-
-
 class _Request:
     """The SDK's request as far as parent_of reads it: an ASGI scope with the door's state."""
 
@@ -52,7 +42,7 @@ def test_while_off_a_member_gets_the_clients_keys_unchanged_and_no_span_is_made(
 
 
 def test_a_member_gets_the_forwarding_spans_context_instead_of_the_clients(
-    spans: InMemorySpanExporter,
+    span_exporter: InMemorySpanExporter,
 ) -> None:
     meta = {"traceparent": CLIENT, "tracestate": "stale=1", "baggage": "k=v", "progressToken": 3}
     parent = parent_of({"traceparent": CLIENT})
@@ -61,7 +51,7 @@ def test_a_member_gets_the_forwarding_spans_context_instead_of_the_clients(
         forwarding("weather", "forecast", LINK),
     ):
         sent = member_meta(meta)
-    forward, call = spans.get_finished_spans()
+    forward, call = span_exporter.get_finished_spans()
     assert sent["traceparent"] == f"00-{CLIENT.split('-')[1]}-{forward.context.span_id:016x}-01"
     # The client's parent carried no tracestate, so its stale one is not passed on; the rest is.
     assert "tracestate" not in sent and (sent["baggage"], sent["progressToken"]) == ("k=v", 3)
@@ -70,7 +60,9 @@ def test_a_member_gets_the_forwarding_spans_context_instead_of_the_clients(
     assert call.attributes is not None and call.attributes["bundle_operator.endpoint"] == "ep-a"
 
 
-def test_meta_comes_before_the_http_request_unless_both_name_one_trace(spans: InMemorySpanExporter) -> None:
+def test_meta_comes_before_the_http_request_unless_both_name_one_trace(
+    span_exporter: InMemorySpanExporter,
+) -> None:
     with tracing.span("POST /mcp/{endpoint}/mcp", parent=tracing.extract({"traceparent": OTHER})):
         request = _Request({TRACE_CONTEXT: request_context()})
     with serving(VIEW, "tools/list", parent=parent_of({"traceparent": CLIENT}, request)):
@@ -79,7 +71,7 @@ def test_meta_comes_before_the_http_request_unless_both_name_one_trace(spans: In
         pass
     with serving(VIEW, "tools/list", parent=parent_of({"traceparent": OTHER}, request)):
         pass
-    http, from_meta, from_http, nested = spans.get_finished_spans()
+    http, from_meta, from_http, nested = span_exporter.get_finished_spans()
     assert from_meta.parent is not None and f"{from_meta.parent.span_id:016x}" == CLIENT.split("-")[2]
     assert from_http.parent is not None and from_http.parent.span_id == http.context.span_id
     assert nested.parent is not None and nested.parent.span_id == http.context.span_id
