@@ -4,6 +4,7 @@ webhook configuration, renewed before it expires or when the Service changes."""
 from __future__ import annotations
 
 import base64
+import copy
 import datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from bundle_operator.k8s.kube import KubeError
 from bundle_operator.k8s.webhook.certs import (
     CONFIGURATIONS,
     RENEW_BEFORE,
+    TRUST_ATTEMPTS,
     VALIDITY,
     CertificateKeeper,
     CertificateSettings,
@@ -36,6 +38,8 @@ class FakeKube:
         }
         self.writes = 0
         self.conflict_next = False
+        # Written by another replica between this one's read and write of the configuration.
+        self.written_meanwhile: list[dict[str, Any]] = []
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.secrets.get(name)
@@ -56,9 +60,12 @@ class FakeKube:
         return body
 
     async def read(self, path: str) -> dict[str, Any] | None:
-        return self.objects.get(path)
+        return copy.deepcopy(self.objects.get(path))
 
     async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.written_meanwhile:
+            self.objects[path] = self.written_meanwhile.pop(0)
+            raise KubeError(409, "Conflict", "the object has been modified")
         self.objects[path] = body
         self.writes += 1
         return body
@@ -128,3 +135,37 @@ async def test_when_two_replicas_renew_at_once_both_keep_the_winners_pair(tmp_pa
     # This replica's renewal loses the race: it takes what the Secret holds now.
     kept = await CertificateKeeper(kube, settings(tmp_path / "other")).ensure(later)  # type: ignore[arg-type]
     assert kept == winner
+
+
+async def test_replicas_starting_together_both_come_up_when_one_trusts_the_ca_first(tmp_path: Path) -> None:
+    kube = FakeKube()
+    untrusted = copy.deepcopy(kube.objects[CONFIG])
+    pair = await CertificateKeeper(kube, settings(tmp_path / "a")).ensure(NOW)  # type: ignore[arg-type]
+    # The second replica read the configuration before the first wrote its caBundle.
+    trusted = kube.objects[CONFIG]
+    kube.objects[CONFIG] = untrusted
+    kube.written_meanwhile = [trusted]
+    writes = kube.writes
+    second = await CertificateKeeper(kube, settings(tmp_path / "b")).ensure(NOW)  # type: ignore[arg-type]
+    assert second == pair and kube.writes == writes
+    assert kube.objects[CONFIG] == trusted
+
+
+async def test_an_edit_made_meanwhile_is_kept_and_the_ca_written_on_top(tmp_path: Path) -> None:
+    kube = FakeKube()
+    edited = copy.deepcopy(kube.objects[CONFIG])
+    edited["metadata"]["labels"] = {"team": "platform"}
+    kube.written_meanwhile = [edited]
+    pair = await CertificateKeeper(kube, settings(tmp_path)).ensure(NOW)  # type: ignore[arg-type]
+    config = kube.objects[CONFIG]
+    assert config["metadata"]["labels"] == {"team": "platform"}
+    bundle = base64.b64encode(pair["ca.crt"]).decode()
+    assert [w["clientConfig"]["caBundle"] for w in config["webhooks"]] == [bundle, bundle]
+
+
+async def test_a_run_of_conflicts_is_an_error_not_a_loop(tmp_path: Path) -> None:
+    kube = FakeKube()
+    kube.written_meanwhile = [copy.deepcopy(kube.objects[CONFIG]) for _ in range(TRUST_ATTEMPTS)]
+    with pytest.raises(KubeError) as raised:
+        await CertificateKeeper(kube, settings(tmp_path)).ensure(NOW)  # type: ignore[arg-type]
+    assert raised.value.status == 409

@@ -109,27 +109,29 @@ async def _run(options: RunOptions) -> None:
     lease_kube = None if election is None else Kube(connection, timeout=election.renew_seconds)
     elector = None if election is None or lease_kube is None else _elector(election, lease_kube)
     METRICS.leader.set(1 if elector is None else 0)
-    runners, keeper = await _serve(options, kube, liveness, _readiness(ready, elector))
     log.info(
         "operator starting: %s, default platform %s%s",
         "all namespaces" if options.all_namespaces else "namespaces " + ", ".join(options.namespaces),
         options.platform_url or "(none)",
         "" if election is None else f", leader election on lease {election.namespace}/{election.lease_id}",
     )
-    beat = asyncio.create_task(_heartbeat(kube, liveness))
-    tick = asyncio.create_task(ticking(liveness), name="liveness-tick")
-    checks = _watch_checks(kube, options, runtime.deliveries, liveness, ready)
-    lag = asyncio.create_task(checks, name="watch-lag")
+    # Filled as each part starts, so a start that fails half way still stops what had started.
+    runners: list[Stoppable] = []
+    tasks: list[asyncio.Task[None]] = []
     lost: LostLease | None = None
     try:
+        await _serve(options, kube, liveness, _readiness(ready, elector), runners, tasks)
+        tasks.append(asyncio.create_task(_heartbeat(kube, liveness)))
+        tasks.append(asyncio.create_task(ticking(liveness), name="liveness-tick"))
+        checks = _watch_checks(kube, options, runtime.deliveries, liveness, ready)
+        tasks.append(asyncio.create_task(checks, name="watch-lag"))
         if elector is None:
             await _run_kopf(options, runtime, stop, ready)
         else:
             lost = await _lead_then_run(options, runtime, elector, stop, ready)
     finally:
-        for task in (beat, tick, lag, keeper):
-            if task is not None:
-                task.cancel()
+        for task in tasks:
+            task.cancel()
         for runner in runners:
             await runner.cleanup()
         REGISTRY.unregister(load)
@@ -204,19 +206,22 @@ def _elector(election: LeaderElectionOptions, lease_kube: Kube) -> LeaderElector
 
 
 async def _serve(
-    options: RunOptions, kube: Kube, liveness: Liveness, readiness: Callable[[], bool]
-) -> tuple[list[Stoppable], asyncio.Task[None] | None]:
+    options: RunOptions,
+    kube: Kube,
+    liveness: Liveness,
+    readiness: Callable[[], bool],
+    runners: list[Stoppable],
+    tasks: list[asyncio.Task[None]],
+) -> None:
     """Start the metrics, the probes and the webhook (with its certificate's keeper) as asked."""
-    runners: list[Stoppable] = []
     if options.metrics_port is not None:
         runners.append(await serve_metrics(options.host, options.metrics_port))
     if options.health_port is not None:
         runners.append(await serve_health(options.host, options.health_port, liveness, readiness))
-    keeper: asyncio.Task[None] | None = None
     if options.webhook_certificates is not None:
         certificates = CertificateKeeper(kube, options.webhook_certificates)
         await certificates.ensure()  # the files must be there before the server loads them
-        keeper = asyncio.create_task(certificates.follow(), name="webhook-certificate-keeper")
+        tasks.append(asyncio.create_task(certificates.follow(), name="webhook-certificate-keeper"))
     if options.webhook_port is not None and options.webhook_cert_dir is not None:
         # Every replica answers admission, leader or standby: the API server picks any endpoint.
         runners.append(
@@ -229,7 +234,6 @@ async def _serve(
                 answer_seconds=answer_seconds(options.webhook_timeout_seconds),
             )
         )
-    return runners, keeper
 
 
 def _readiness(ready: asyncio.Event, elector: LeaderElector | None) -> Callable[[], bool]:

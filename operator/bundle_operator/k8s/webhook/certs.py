@@ -33,6 +33,7 @@ VALIDITY = datetime.timedelta(days=365)
 # Renewed this long before it expires: every replica checks every CHECK_SECONDS.
 RENEW_BEFORE = datetime.timedelta(days=30)
 CHECK_SECONDS = 60.0
+TRUST_ATTEMPTS = 5  # reads and writes of the caBundle before a run of conflicts is an error
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
@@ -188,18 +189,30 @@ class CertificateKeeper:
             temporary.replace(path)
 
     async def _trust(self, ca: bytes) -> None:
-        path = f"{CONFIGURATIONS}/{self.settings.configuration}"
-        config = await self.kube.read(path)
-        if config is None:
-            log.warning("no ValidatingWebhookConfiguration %s to give the CA to", self.settings.configuration)
-            return
+        name = self.settings.configuration
+        path = f"{CONFIGURATIONS}/{name}"
         bundle = base64.b64encode(ca).decode()
-        webhooks = config.get("webhooks") or []
-        if all((w.get("clientConfig") or {}).get("caBundle") == bundle for w in webhooks):
-            return
-        for w in webhooks:
-            w.setdefault("clientConfig", {})["caBundle"] = bundle
-        await self.kube.replace(path, config)  # its resourceVersion makes a concurrent edit fail, not vanish
+        for attempt in range(TRUST_ATTEMPTS):
+            config = await self.kube.read(path)
+            if config is None:
+                log.warning(
+                    "no ValidatingWebhookConfiguration %s to give the CA to", self.settings.configuration
+                )
+                return
+            webhooks = config.get("webhooks") or []
+            if all((w.get("clientConfig") or {}).get("caBundle") == bundle for w in webhooks):
+                return
+            for w in webhooks:
+                w.setdefault("clientConfig", {})["caBundle"] = bundle
+            try:
+                # Its resourceVersion makes a concurrent edit fail, not vanish.
+                await self.kube.replace(path, config)
+                return
+            except KubeError as exc:
+                # Replicas starting together each write the same caBundle: the loser reads again,
+                # finds it there (or an edit from someone else) and is done or writes on top.
+                if exc.status != 409 or attempt == TRUST_ATTEMPTS - 1:
+                    raise
 
     async def follow(self, every: float = CHECK_SECONDS) -> None:
         """Check again every ``every`` seconds; a failed round is logged and tried again."""
