@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -295,3 +297,16 @@ def test_the_registration_check_finds_what_is_not_one(tmp_path: Path) -> None:
         "class Runtime",
         "def helper",
     ]
+
+
+def test_bundlectl_starts_without_the_operators_libraries() -> None:
+    # Every bundlectl call builds the whole parser; kopf and the kubernetes client cost half a
+    # second of each start, and only `operator run` needs them (when it runs, not when parsed).
+    probe = (
+        "import sys\n"
+        "from bundle_operator.cli import build_parser\n"
+        "build_parser().parse_args(['operator', 'run', '--namespace', 'a'])\n"
+        "print(' '.join(m for m in ('kopf', 'kubernetes') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "", f"building bundlectl's parser loaded {done.stdout.strip()}"

@@ -20,16 +20,13 @@ import kopf
 from bundle_operator.k8s import spans
 from bundle_operator.k8s.logs import object_extra
 from bundle_operator.k8s.process.metrics import METRICS, RECONCILE_KINDS, ReconcileResult
+from bundle_operator.k8s.process.options import DEFAULT_WORKERS
 from bundle_operator.k8s.reconcile import Retry, backoff
 from bundle_operator.k8s.spans import Trigger
 from bundle_operator.platform.gate import CALLER
 from bundle_operator.telemetry import tracing
 
 log = logging.getLogger(__name__)
-
-# Reconciles of one kind at once: enough to keep a slow platform busy, few enough that the API
-# server sees a bounded number of status writes and Secret writes in flight.
-DEFAULT_WORKERS = 64
 
 # The work of one run: its result, or None when it found nothing to do (not counted, not a run).
 Work = Callable[[], Awaitable[ReconcileResult | None]]

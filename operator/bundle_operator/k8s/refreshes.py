@@ -5,9 +5,7 @@ failures instead of handing them to kopf (the next turn of the clock is their re
 from __future__ import annotations
 
 import logging
-import math
 import os
-from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -16,6 +14,7 @@ from bundle_operator.k8s.bundle.reconciler import BundleOutcome
 from bundle_operator.k8s.installation.drift_clock import parse_interval, stalled_and_seen
 from bundle_operator.k8s.logs import object_extra
 from bundle_operator.k8s.process.metrics import ReconcileResult
+from bundle_operator.k8s.process.options import DEFAULT_ENDPOINT_REFRESH_SECONDS, endpoint_refresh_seconds
 from bundle_operator.k8s.reconcile import Retry, backoff
 from bundle_operator.k8s.resources import BUNDLE_PLURAL, ENDPOINT_PLURAL
 from bundle_operator.k8s.runtime import Runtime
@@ -24,29 +23,8 @@ log = logging.getLogger(__name__)
 
 # After a record changed between its two reads (a publish under way), read it again this soon.
 REGISTRY_CHANGED_RETRY_SECONDS = 60.0
-# How often an Endpoint's served tools and members' health are read again: how soon Degraded
-# follows a member going down or coming back. The variable is read at import, because kopf takes a
-# timer's interval when the handler is registered; `options_from` refuses a bad value at start.
-ENV_ENDPOINT_REFRESH = "BUNDLE_OPERATOR_ENDPOINT_REFRESH_SECONDS"
-DEFAULT_ENDPOINT_REFRESH_SECONDS = 30.0
-ENDPOINT_REFRESH_RANGE = (1.0, 3600.0)
-
-
-def endpoint_refresh_seconds(environ: Mapping[str, str]) -> float:
-    """The Endpoint refresh interval the environment sets (1 to 3600 s), else 30 s."""
-    raw = environ.get(ENV_ENDPOINT_REFRESH, "").strip()
-    if not raw:
-        return DEFAULT_ENDPOINT_REFRESH_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    low, high = ENDPOINT_REFRESH_RANGE
-    if not low <= value <= high:
-        raise ValueError(f"{ENV_ENDPOINT_REFRESH} must be a number of seconds from 1 to 3600, not {raw!r}")
-    return value
-
-
+# Read at import, because kopf takes a timer's interval when the handler is registered;
+# `options_from` refuses a bad value at start.
 try:
     ENDPOINT_REFRESH_SECONDS = endpoint_refresh_seconds(os.environ)
 except ValueError:

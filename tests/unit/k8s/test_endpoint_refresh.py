@@ -7,8 +7,12 @@ import argparse
 
 import pytest
 
-from bundle_operator.k8s.process.options import add_arguments, options_from
-from bundle_operator.k8s.refreshes import ENV_ENDPOINT_REFRESH, endpoint_refresh_seconds
+from bundle_operator.k8s.process.options import (
+    ENV_ENDPOINT_REFRESH,
+    add_arguments,
+    endpoint_refresh_seconds,
+    options_from,
+)
 
 
 def test_the_interval_is_thirty_seconds_unless_the_variable_sets_one() -> None:

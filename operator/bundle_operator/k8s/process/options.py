@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundle_operator.k8s.envelope import DEFAULT_WORKERS
 from bundle_operator.k8s.process.leader import (
     DEFAULT_LEASE_NAME,
     DEFAULT_LEASE_SECONDS,
@@ -18,11 +19,34 @@ from bundle_operator.k8s.process.leader import (
     lease_timing_problem,
 )
 from bundle_operator.k8s.reconcile import ABANDON_UNINSTALL_AFTER
-from bundle_operator.k8s.refreshes import endpoint_refresh_seconds
 from bundle_operator.k8s.webhook.certs import CertificateSettings
 from bundle_operator.k8s.webhook.server import FAILURE_POLICIES, WEBHOOK_TIMEOUT_SECONDS
 from bundle_operator.platform.client import ENV_TOKEN, ENV_URL
 from bundle_operator.platform.gate import DEFAULT_LIMIT
+
+# Reconciles of one kind at once: enough to keep a slow platform busy, few enough that the API
+# server sees a bounded number of status writes and Secret writes in flight.
+DEFAULT_WORKERS = 64
+# How often an Endpoint's served tools and members' health are read again: how soon Degraded
+# follows a member going down or coming back.
+ENV_ENDPOINT_REFRESH = "BUNDLE_OPERATOR_ENDPOINT_REFRESH_SECONDS"
+DEFAULT_ENDPOINT_REFRESH_SECONDS = 30.0
+ENDPOINT_REFRESH_RANGE = (1.0, 3600.0)
+
+
+def endpoint_refresh_seconds(environ: Mapping[str, str]) -> float:
+    """The Endpoint refresh interval the environment sets (1 to 3600 s), else 30 s."""
+    raw = environ.get(ENV_ENDPOINT_REFRESH, "").strip()
+    if not raw:
+        return DEFAULT_ENDPOINT_REFRESH_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    low, high = ENDPOINT_REFRESH_RANGE
+    if not low <= value <= high:
+        raise ValueError(f"{ENV_ENDPOINT_REFRESH} must be a number of seconds from 1 to 3600, not {raw!r}")
+    return value
 
 
 @dataclass(frozen=True)
