@@ -195,9 +195,7 @@ class CertificateKeeper:
         for attempt in range(TRUST_ATTEMPTS):
             config = await self.kube.read(path)
             if config is None:
-                log.warning(
-                    "no ValidatingWebhookConfiguration %s to give the CA to", self.settings.configuration
-                )
+                log.warning("no ValidatingWebhookConfiguration %s to give the CA to", name)
                 return
             webhooks = config.get("webhooks") or []
             if all((w.get("clientConfig") or {}).get("caBundle") == bundle for w in webhooks):
